@@ -1,0 +1,5 @@
+"""Allow ``python -m reviewbot``."""
+
+from reviewbot.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,305 @@
+"""The command line: ``reviewbot check`` and ``reviewbot rules``.
+
+Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
+No input ever ends in a traceback; set REVIEWBOT_DEBUG=1 to see one for an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence, TextIO
+
+from reviewbot import __version__
+from reviewbot.errors import ReviewbotError
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line and exit 2, as argparse does, plus a hint
+        self.exit(EXIT_ERROR, f"reviewbot: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _codes(value: str) -> list[str]:
+    return [c.strip() for c in value.split(",") if c.strip()]
+
+
+def _option(value: str) -> tuple[str, str, Any]:
+    import yaml
+
+    if "=" not in value or "." not in value.split("=", 1)[0]:
+        raise argparse.ArgumentTypeError(f"expected CODE.option=value, got {value!r}")
+    target, raw = value.split("=", 1)
+    code, key = target.split(".", 1)
+    try:
+        parsed = yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        parsed = raw
+    return code.strip(), key.strip(), parsed
+
+
+def _jobs(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {number}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = _Parser(prog="reviewbot", description="Code review for GPU inference engines.")
+    parser.add_argument("--version", action="version", version=f"reviewbot {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="check files and report findings",
+                           description="Check Python files and report findings.")
+    check.add_argument("paths", nargs="*", default=[], metavar="PATH",
+                       help="files or folders to check (default: .)")
+    check.add_argument("--output-format", choices=("text", "json", "sarif", "github"),
+                       default="text", help="how findings are written (default: text)")
+    check.add_argument("--output-file", "-o", metavar="FILE",
+                       help="write the report to FILE instead of standard output")
+    check.add_argument("--select", type=_codes, action="append", metavar="CODES",
+                       help="comma-separated codes or prefixes to enable (replaces the default set)")
+    check.add_argument("--extend-select", type=_codes, action="append", default=[],
+                       metavar="CODES", help="codes or prefixes to enable as well")
+    check.add_argument("--ignore", type=_codes, action="append", default=[], metavar="CODES",
+                       help="codes or prefixes to disable")
+    check.add_argument("--exclude", action="append", metavar="PATTERN",
+                       help="gitignore-style pattern of files to skip (replaces the defaults)")
+    check.add_argument("--extend-exclude", action="append", default=[], metavar="PATTERN",
+                       help="gitignore-style pattern of files to skip as well")
+    check.add_argument("--force-exclude", action="store_true",
+                       help="apply excludes to files named on the command line too (pre-commit)")
+    check.add_argument("--config", metavar="FILE",
+                       help="configuration file (pyproject.toml or .reviewbot.yml); default: "
+                            "the nearest one above the first path")
+    check.add_argument("--option", type=_option, action="append", default=[],
+                       metavar="CODE.KEY=VALUE", help="set a rule option, e.g. RB301.threshold=80")
+    check.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
+                       help="worker processes (default: all cores)")
+    check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    check.add_argument("--cache-dir", metavar="DIR",
+                       help="cache folder (default: .reviewbot_cache beside the configuration)")
+    check.add_argument("--coverage-report", action="store_true",
+                       help="print per-file docstring coverage and report RB301 per file too")
+    check.add_argument("--exit-zero", action="store_true",
+                       help="exit 0 even when there are findings")
+    check.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                       help="colour the text report (default: on a terminal only)")
+
+    rules = sub.add_parser("rules", help="list the rules, or show one rule's documentation",
+                           description="List every rule, or print one rule's documentation.")
+    rules.add_argument("rule", nargs="?", metavar="CODE", help="a rule code or name")
+    rules.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
+    return parser
+
+
+def _use_color(choice: str, stream: TextIO) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+class _Progress:
+    """A one-line progress bar on standard error, only on a terminal and for many files."""
+
+    MIN_FILES = 48
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled or total < self.MIN_FILES:
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        self.stream.write(f"\r[{'=' * filled}{' ' * (width - filled)}] {done}/{total} files")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _root_display(paths: Sequence[str]) -> str:
+    shown = [os.path.normpath(p) for p in paths] or ["."]
+    if len(shown) == 1:
+        return shown[0]
+    try:
+        return os.path.commonpath(shown) or "."
+    except ValueError:  # absolute and relative paths mixed
+        return "."
+
+
+def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``reviewbot check``."""
+    from reviewbot.cache import CACHE_DIR_NAME, ResultCache
+    from reviewbot.config import Overrides, load_config
+    from reviewbot.context import RunContext
+    from reviewbot.discovery import discover
+    from reviewbot.engine import Engine
+    from reviewbot.packs import load_packs
+    from reviewbot.reporters import FORMATS
+
+    cwd = Path.cwd()
+    paths = args.paths or ["."]
+    for raw in paths:  # before any configuration is read: a typo in a path is exit 2
+        if not os.path.lexists(raw):
+            raise ReviewbotError(f"{raw}: no such file or directory")
+    overrides = Overrides(
+        select=tuple(c for group in args.select for c in group) if args.select else None,
+        extend_select=tuple(c for group in args.extend_select for c in group),
+        ignore=tuple(c for group in args.ignore for c in group),
+        exclude=tuple(args.exclude) if args.exclude else None,
+        extend_exclude=tuple(args.extend_exclude),
+        options=tuple(args.option),
+    )
+    config_file = Path(args.config) if args.config else None
+    if config_file is not None and not config_file.is_file():
+        raise ReviewbotError(f"{args.config}: configuration file not found")
+    config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
+    packs = load_packs(config.rule_packs, config.root, config.source)
+    files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
+
+    cache = None
+    if not args.no_cache:
+        folder = Path(args.cache_dir) if args.cache_dir else config.root / CACHE_DIR_NAME
+        cache = ResultCache(folder, config.fingerprint() + repr(packs))
+    progress = _Progress(err)
+    engine = Engine(config, packs, jobs=args.jobs, cache=cache, progress=progress)
+    try:
+        result = engine.run(files, RunContext(_root_display(paths), args.coverage_report), cwd)
+    finally:
+        progress.close()
+
+    target: TextIO = out
+    handle = None
+    if args.output_file:
+        try:
+            handle = open(args.output_file, "w", encoding="utf-8")
+        except OSError as exc:
+            raise ReviewbotError(f"{args.output_file}: cannot write the report ({exc.strerror})")
+        target = handle
+    try:
+        if args.coverage_report:
+            from reviewbot.reporters import coverage
+
+            table_out = target if args.output_format == "text" else err
+            coverage.write(result.facts.get("RB301", {}),
+                           float(config.settings["RB301"]["threshold"]), table_out)
+        FORMATS[args.output_format](result.findings, target,
+                                    handle is None and _use_color(args.color, out))
+    finally:
+        if handle is not None:
+            handle.close()
+    if not files:
+        err.write("reviewbot: warning: no Python files found to check\n")
+    return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
+
+
+def run_rules(args: argparse.Namespace, out: TextIO) -> int:
+    """``reviewbot rules [CODE]``."""
+    import json
+
+    from reviewbot import registry
+
+    if args.rule:
+        rule = registry.get_rule(args.rule)
+        if args.output_format == "json":
+            json.dump(_rule_json(rule), out, indent=2)
+            out.write("\n")
+        else:
+            out.write(f"# {rule.name} ({rule.code})\n\n")
+            out.write(f"Fix safety: {rule.fix_safety}. "
+                      f"{'On' if rule.default_enabled or rule.internal else 'Off'} by default.\n\n")
+            out.write(rule.docs() + "\n")
+        return EXIT_CLEAN
+    if args.output_format == "json":
+        json.dump([_rule_json(r) for r in registry.RULES], out, indent=2)
+        out.write("\n")
+    elif args.output_format == "markdown":
+        out.write(rules_markdown())
+    else:
+        width = max(len(r.name) for r in registry.RULES)
+        for r in registry.RULES:
+            state = "" if r.default_enabled or r.internal else "  (off by default)"
+            out.write(f"{r.code}  {r.name.ljust(width)}  fix: {r.fix_safety:<8}  "
+                      f"{r.summary}{state}\n")
+    return EXIT_CLEAN
+
+
+def _rule_json(rule: Any) -> dict[str, Any]:
+    return {
+        "code": rule.code, "name": rule.name, "summary": rule.summary,
+        "severity": rule.severity, "default_enabled": rule.default_enabled or rule.internal,
+        "fix_safety": rule.fix_safety,
+        "options": [{"name": o.name, "default": o.default, "help": o.help} for o in rule.options],
+        "docs": rule.docs(),
+    }
+
+
+def rules_markdown() -> str:
+    """Every rule's documentation as one Markdown page (docs/rules.md is generated from it)."""
+    from reviewbot import registry
+
+    parts = ["# reviewbot rules\n",
+             "Generated by `reviewbot rules --output-format markdown`; do not edit.\n",
+             "| code | name | summary | fix | default |", "| --- | --- | --- | --- | --- |"]
+    for r in registry.RULES:
+        on = "on" if r.default_enabled or r.internal else "off"
+        parts.append(f"| {r.code} | [{r.name}](#{r.code.lower()}-{r.name}) | {r.summary} | "
+                     f"{r.fix_safety} | {on} |")
+    for r in registry.RULES:
+        body = r.docs().split("\n", 1)
+        parts.append(f"\n## {r.code} {r.name}\n\n{body[0]}\n")
+        if len(body) > 1:
+            parts.append(body[1].replace("\n## ", "\n### ").strip() + "\n")
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    try:
+        if args.command == "check":
+            return run_check(args, sys.stdout, sys.stderr)
+        if args.command == "rules":
+            return run_rules(args, sys.stdout)
+    except ReviewbotError as exc:
+        sys.stderr.write(f"reviewbot: error: {exc}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("reviewbot: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`reviewbot check | head`): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_CLEAN
+    except Exception as exc:  # the promise: never a traceback
+        if os.environ.get("REVIEWBOT_DEBUG"):
+            raise
+        sys.stderr.write(f"reviewbot: internal error: {exc.__class__.__name__}: {exc} "
+                         "(set REVIEWBOT_DEBUG=1 for the traceback)\n")
+        return EXIT_ERROR
+    parser.error(f"unknown command {args.command!r}")
+    return EXIT_ERROR

@@ -1,0 +1,337 @@
+"""The one configuration source: ``[tool.reviewbot]`` or ``.reviewbot.yml``, then flags.
+
+Everything is validated before any file is checked; a mistake raises
+:class:`~reviewbot.errors.ConfigError` naming the file, the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pathspec
+
+from reviewbot import registry
+from reviewbot.errors import ConfigError
+from reviewbot.rule import Rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CONFIG_NAMES = (".reviewbot.yml", ".reviewbot.yaml", "pyproject.toml")
+
+DEFAULT_EXCLUDE = (
+    ".git/", ".hg/", ".svn/", ".venv/", "venv/", ".env/", "env/", ".tox/", ".nox/",
+    "__pycache__/", "build/", "dist/", "site-packages/", "node_modules/", ".eggs/",
+    "*.egg-info/", ".mypy_cache/", ".ruff_cache/", ".pytest_cache/", ".reviewbot_cache/",
+)
+
+DEFAULT_RULE_PACKS = ("inference-engines",)
+
+_KEYS: dict[str, str] = {
+    "select": "a list of rule codes or prefixes",
+    "extend-select": "a list of rule codes or prefixes",
+    "ignore": "a list of rule codes or prefixes",
+    "per-file-ignores": "a table of gitignore-style pattern -> list of rule codes",
+    "exclude": "a list of gitignore-style patterns",
+    "extend-exclude": "a list of gitignore-style patterns",
+    "respect-gitignore": "a boolean",
+    "rule-packs": "a list of rule pack names or paths to YAML files",
+    "rules": "a table of rule code -> table of options",
+}
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line sets; None means "keep the file's value"."""
+
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    options: tuple[tuple[str, str, Any], ...] = ()  # (code, key, value)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole validated configuration of a run."""
+
+    root: Path  # patterns are relative to this folder
+    source: str | None  # the file it came from, for messages
+    enabled: frozenset[str]  # rule codes that run (internal rules always do)
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    respect_gitignore: bool = True
+    per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
+    rule_packs: tuple[str, ...] = DEFAULT_RULE_PACKS
+    settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def exclude_spec(self) -> pathspec.GitIgnoreSpec:
+        """The exclude patterns, compiled."""
+        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
+
+    def per_file_ignore_specs(self) -> list[tuple[pathspec.GitIgnoreSpec, frozenset[str]]]:
+        """Each per-file-ignores pattern, compiled, with its codes."""
+        return [(pathspec.GitIgnoreSpec.from_lines([pat]), codes)
+                for pat, codes in self.per_file_ignores]
+
+    def fingerprint(self) -> str:
+        """A stable text that changes whenever a setting that affects findings changes."""
+        return repr((sorted(self.enabled), self.per_file_ignores, self.rule_packs,
+                     sorted((c, sorted(s.items(), key=repr)) for c, s in self.settings.items())))
+
+
+def find_config_file(start: Path) -> Path | None:
+    """The nearest configuration file at or above ``start``."""
+    folder = start if start.is_dir() else start.parent
+    folder = folder.resolve()
+    for candidate in (folder, *folder.parents):
+        for name in CONFIG_NAMES:
+            path = candidate / name
+            if not path.is_file():
+                continue
+            if name != "pyproject.toml" or _pyproject_has_section(path):
+                return path
+    return None
+
+
+def _pyproject_has_section(path: Path) -> bool:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        # A broken pyproject.toml is only our business if it names us.
+        try:
+            return "[tool.reviewbot" in path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    return isinstance(data.get("tool"), dict) and "reviewbot" in data["tool"]
+
+
+def read_config_file(path: Path) -> tuple[dict[str, Any], str]:
+    """The raw table of a configuration file and the prefix its keys are named with."""
+    shown = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(shown, "<file>", "no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(shown, "<file>", f"cannot be read ({exc.__class__.__name__}: {exc})") from None
+    if path.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(shown, "<file>", f"invalid TOML: {exc}") from None
+        tool = data.get("tool", {})
+        if path.name == "pyproject.toml":
+            if not isinstance(tool, dict) or "reviewbot" not in tool:
+                return {}, "tool.reviewbot."
+            table = tool["reviewbot"]
+            prefix = "tool.reviewbot."
+        else:  # a standalone reviewbot.toml holds the keys at the top
+            table, prefix = data, ""
+    else:
+        import yaml
+
+        try:
+            table = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            detail = " ".join(str(exc).split())
+            raise ConfigError(shown, "<file>", f"invalid YAML: {detail}") from None
+        if table is None:
+            table = {}
+        prefix = ""
+    if not isinstance(table, dict):
+        raise ConfigError(shown, prefix.rstrip(".") or "<top level>",
+                          f"expected a table of settings, got {_type_name(table)}")
+    return table, prefix
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+
+
+def _string_list(value: Any, source: str, key: str, expected: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list) or not all(
+            isinstance(v, str) for v in value):
+        raise ConfigError(source, key, f"expected {expected}, got {_type_name(value)}"
+                          if not isinstance(value, list) else f"expected {expected}")
+    return tuple(value)
+
+
+def _check_selectors(codes: Iterable[str], source: str, key: str) -> None:
+    for code in codes:
+        if not registry.matching(code):
+            known = [r.code for r in registry.RULES] + [r.name for r in registry.RULES]
+            close = difflib.get_close_matches(code.upper(), [k.upper() for k in known], n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(source, key, f"unknown rule code or prefix {code!r}{hint}; "
+                                           "expected a code such as RB301 or a prefix such as RB3")
+
+
+def _check_patterns(patterns: Sequence[str], source: str, key: str) -> None:
+    try:
+        pathspec.GitIgnoreSpec.from_lines(patterns)
+    except Exception as exc:  # pathspec raises several types for bad patterns
+        raise ConfigError(source, key, f"invalid gitignore-style pattern ({exc})") from None
+
+
+def _rule_settings(rule: type[Rule], given: Any, source: str, key: str,
+                   base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    if not isinstance(given, dict):
+        raise ConfigError(source, key, f"expected a table of options, got {_type_name(given)}")
+    settings = dict(base) if base is not None else rule.default_settings()
+    by_name = {opt.name: opt for opt in rule.options}
+    for name, value in given.items():
+        opt = by_name.get(str(name)) or by_name.get(str(name).replace("_", "-"))
+        if opt is None:
+            allowed = ", ".join(by_name) or "none"
+            raise ConfigError(source, f"{key}.{name}",
+                              f"unknown option for {rule.code}; expected one of: {allowed}")
+        problem = opt.validate(value)
+        if problem:
+            raise ConfigError(source, f"{key}.{name}", problem)
+        settings[opt.name] = float(value) if float in opt.types and isinstance(value, int) \
+            else value
+    return settings
+
+
+def resolve_selection(select: Sequence[str] | None, extend_select: Sequence[str],
+                      ignore: Sequence[str]) -> frozenset[str]:
+    """Enabled codes: ``select`` (or the defaults), plus ``extend-select``, less ``ignore``.
+
+    A prefix such as ``RB3`` turns on the rules under it that are on by default; a rule
+    that is off by default is turned on by its own code (or ``ALL``).
+    """
+
+    def expand(selectors: Iterable[str], explicit_only: bool) -> set[str]:
+        codes: set[str] = set()
+        for sel in selectors:
+            rules = registry.matching(sel)
+            exact = len(rules) == 1 and (rules[0].code == sel.upper()
+                                         or rules[0].name == sel.lower())
+            for rule in rules:
+                if rule.default_enabled or exact or sel.upper() == "ALL" or not explicit_only:
+                    codes.add(rule.code)
+        return codes
+
+    if select is None:
+        enabled = {r.code for r in registry.RULES if r.default_enabled}
+    else:
+        enabled = expand(select, explicit_only=True)
+    enabled |= expand(extend_select, explicit_only=True)
+    enabled -= expand(ignore, explicit_only=False)
+    enabled |= {r.code for r in registry.RULES if r.internal}
+    return frozenset(enabled)
+
+
+def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root: Path,
+                 overrides: Overrides = Overrides()) -> Config:
+    """Validate a raw table, apply the command line's overrides, and freeze the result."""
+    src = source or "<command line>"
+    for key in table:
+        if key not in _KEYS:
+            close = difflib.get_close_matches(str(key), list(_KEYS), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(src, f"{prefix}{key}",
+                              f"unknown key{hint}; expected one of: {', '.join(_KEYS)}")
+
+    def strings(key: str) -> tuple[str, ...] | None:
+        if key not in table:
+            return None
+        return _string_list(table[key], src, prefix + key, _KEYS[key])
+
+    select = strings("select")
+    extend_select = strings("extend-select") or ()
+    ignore = strings("ignore") or ()
+    for key, codes in (("select", select or ()), ("extend-select", extend_select),
+                       ("ignore", ignore)):
+        _check_selectors(codes, src, prefix + key)
+
+    exclude = strings("exclude")
+    extend_exclude = strings("extend-exclude") or ()
+    for key, pats in (("exclude", exclude or ()), ("extend-exclude", extend_exclude)):
+        _check_patterns(pats, src, prefix + key)
+
+    respect_gitignore = table.get("respect-gitignore", True)
+    if not isinstance(respect_gitignore, bool):
+        raise ConfigError(src, prefix + "respect-gitignore",
+                          f"expected a boolean, got {_type_name(respect_gitignore)}")
+
+    per_file: list[tuple[str, frozenset[str]]] = []
+    pfi = table.get("per-file-ignores", {})
+    if not isinstance(pfi, dict):
+        raise ConfigError(src, prefix + "per-file-ignores",
+                          f"expected {_KEYS['per-file-ignores']}, got {_type_name(pfi)}")
+    for pattern, codes in pfi.items():
+        key = f"{prefix}per-file-ignores.{pattern}"
+        codes_t = _string_list(codes, src, key, "a list of rule codes or prefixes")
+        _check_selectors(codes_t, src, key)
+        _check_patterns([str(pattern)], src, key)
+        per_file.append((str(pattern), frozenset(
+            r.code for c in codes_t for r in registry.matching(c))))
+
+    packs = strings("rule-packs")
+    rules_table = table.get("rules", {})
+    if not isinstance(rules_table, dict):
+        raise ConfigError(src, prefix + "rules",
+                          f"expected {_KEYS['rules']}, got {_type_name(rules_table)}")
+    settings: dict[str, dict[str, Any]] = {r.code: r.default_settings() for r in registry.RULES}
+    for code, opts in rules_table.items():
+        rule = registry.BY_CODE.get(str(code).upper())
+        if rule is None:
+            raise ConfigError(src, f"{prefix}rules.{code}",
+                              "unknown rule code; expected a code such as RB301")
+        settings[rule.code] = _rule_settings(rule, opts, src, f"{prefix}rules.{code}")
+
+    # The command line overrides the file.
+    if overrides.select is not None:
+        _check_selectors(overrides.select, "<command line>", "--select")
+        select = overrides.select
+    _check_selectors(overrides.extend_select, "<command line>", "--extend-select")
+    _check_selectors(overrides.ignore, "<command line>", "--ignore")
+    extend_select = (*extend_select, *overrides.extend_select)
+    ignore = (*ignore, *overrides.ignore)
+    if overrides.exclude is not None:
+        _check_patterns(overrides.exclude, "<command line>", "--exclude")
+        exclude = overrides.exclude
+    _check_patterns(overrides.extend_exclude, "<command line>", "--extend-exclude")
+    for code, key, value in overrides.options:
+        rule = registry.BY_CODE.get(code.upper())
+        if rule is None:
+            raise ConfigError("<command line>", f"--option {code}.{key}",
+                              "unknown rule code; expected a code such as RB301")
+        settings[rule.code] = _rule_settings(rule, {key: value}, "<command line>",
+                                             f"--option {rule.code}", settings[rule.code])
+
+    return Config(
+        root=root,
+        source=source,
+        enabled=resolve_selection(select, extend_select, ignore),
+        exclude=(*(exclude if exclude is not None else DEFAULT_EXCLUDE), *extend_exclude,
+                 *overrides.extend_exclude),
+        respect_gitignore=respect_gitignore,
+        per_file_ignores=tuple(per_file),
+        rule_packs=packs if packs is not None else DEFAULT_RULE_PACKS,
+        settings={code: dict(s) for code, s in settings.items()},
+    )
+
+
+def load_config(paths: Sequence[Path], config_file: Path | None,
+                overrides: Overrides = Overrides(), cwd: Path | None = None) -> Config:
+    """Find (or take) the configuration file, read it and build the run's Config."""
+    cwd = cwd or Path.cwd()
+    if config_file is None:
+        start = paths[0] if paths else cwd
+        config_file = find_config_file(start if start.exists() else cwd)
+    if config_file is None:
+        return build_config({}, None, "", cwd.resolve(), overrides)
+    table, prefix = read_config_file(config_file)
+    return build_config(table, str(config_file), prefix, config_file.resolve().parent, overrides)

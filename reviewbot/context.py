@@ -1,0 +1,118 @@
+"""What a rule sees: one file (parsed lazily, each parse at most once) or the whole run."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reviewbot.finding import Finding
+
+if TYPE_CHECKING:
+    import libcst
+
+    from reviewbot.analysis.definitions import Definition
+    from reviewbot.rule import Rule
+
+
+class FileContext:
+    """One source file and everything computed from it, each thing computed once."""
+
+    def __init__(self, path: str, text: str, rel_path: str | None = None,
+                 packs: Any = None) -> None:
+        self.path = path  # as shown to the user
+        # POSIX path relative to the configuration's folder, for glob options.
+        self.rel_path = rel_path if rel_path is not None else path
+        self.text = text
+        self.packs = packs
+        self.findings: list[Finding] = []
+        self.facts: dict[str, Any] = {}
+        self._ast: ast.Module | None = None
+        self._definitions: list[Definition] | None = None
+        self._cst: libcst.Module | None = None
+        self._wrapper: Any = None
+
+    # Parses -----------------------------------------------------------------
+    @property
+    def ast_tree(self) -> ast.Module:
+        """CPython's tree of the file (raises SyntaxError)."""
+        if self._ast is None:
+            self._ast = ast.parse(self.text, filename=self.path, type_comments=False)
+        return self._ast
+
+    @property
+    def definitions(self) -> list["Definition"]:
+        """The module, classes and functions of the file, with their docstring state."""
+        if self._definitions is None:
+            from reviewbot.analysis.definitions import collect_definitions
+
+            self._definitions = collect_definitions(self.ast_tree)
+        return self._definitions
+
+    @property
+    def cst_module(self) -> "libcst.Module":
+        """LibCST's tree of the file (raises libcst.ParserSyntaxError)."""
+        if self._cst is None:
+            import libcst
+
+            self._cst = libcst.parse_module(self.text)
+        return self._cst
+
+    def metadata_wrapper(self) -> Any:
+        """One MetadataWrapper per file, so metadata is resolved once for all rules."""
+        if self._wrapper is None:
+            import libcst.metadata
+
+            self._wrapper = libcst.metadata.MetadataWrapper(self.cst_module, unsafe_skip_copy=True)
+        return self._wrapper
+
+    # Reporting --------------------------------------------------------------
+    def report(
+        self,
+        rule: "Rule | type[Rule]",
+        message: str,
+        line: int,
+        column: int,
+        end_line: int | None = None,
+        end_column: int | None = None,
+        fix: Any = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Record a finding of ``rule`` at 1-based positions."""
+        self.findings.append(
+            Finding(
+                code=rule.code,
+                name=rule.name,
+                message=message,
+                path=self.path,
+                line=line,
+                column=column,
+                end_line=end_line if end_line is not None else line,
+                end_column=end_column if end_column is not None else column,
+                severity=rule.severity,
+                fix=fix,
+                details=tuple(sorted((details or {}).items())),
+            )
+        )
+
+    def report_node(self, rule: "Rule", node: Any, message: str, fix: Any = None) -> None:
+        """Record a finding at a LibCST node's position."""
+        import libcst.metadata
+
+        pos = self.metadata_wrapper().resolve(libcst.metadata.PositionProvider)[node]
+        # LibCST columns are 0-based; reports are 1-based.
+        self.report(rule, message, pos.start.line, pos.start.column + 1,
+                    pos.end.line, pos.end.column + 1, fix)
+
+    def add_fact(self, code: str, data: Any) -> None:
+        """Keep data for a rule's run-level :meth:`Rule.finish` (must be picklable)."""
+        self.facts[code] = data
+
+
+@dataclass
+class RunContext:
+    """The whole run: what run-level rules need to place and phrase their findings."""
+
+    root_display: str  # where a finding about the whole checked set is reported
+    coverage_report: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)

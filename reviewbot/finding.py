@@ -1,0 +1,87 @@
+"""The data a rule reports: findings, their fixes and the edits of a fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
+Applicability = Literal["safe", "unsafe", "display"]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two 1-based (line, column) positions, end exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    content: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The edit as the JSON contract spells it."""
+        return {
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "content": self.content,
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A change that resolves a finding, with how safe it is to apply unasked."""
+
+    applicability: Applicability
+    message: str
+    edits: tuple[Edit, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The fix as the JSON contract spells it."""
+        return {
+            "applicability": self.applicability,
+            "message": self.message,
+            "edits": [edit.to_json() for edit in self.edits],
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reported problem at a place in a file (1-based lines and columns)."""
+
+    code: str
+    name: str
+    message: str
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    severity: Severity = "warning"
+    fix: Fix | None = None
+    # Extra machine-readable detail (for example the undocumented definitions of RB301).
+    details: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        """Order findings by file, position, then code."""
+        return (self.path, self.line, self.column, self.code)
+
+    def to_json(self) -> dict[str, Any]:
+        """The finding as DESIGN.md's JSON contract spells it."""
+        data: dict[str, Any] = {
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "severity": self.severity,
+            "fix": self.fix.to_json() if self.fix else None,
+        }
+        if self.details:
+            data["details"] = dict(self.details)
+        return data

@@ -1,0 +1,128 @@
+"""YAML rule packs: the data users tune (hot-path entry points, size bounds), not code.
+
+A pack is named (``inference-engines``, shipped in ``rules/`` and inside the wheel) or
+a path to a YAML file, relative to the configuration's folder. Packs are validated
+before anything is checked; later packs extend earlier ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from reviewbot.errors import ConfigError
+
+_LIST_KEYS = {
+    "hot-paths": ("entry-points", "startup"),
+}
+_TOP_KEYS = ("name", "description", "hot-paths", "size-bounds")
+_BOUND_KEYS = ("holds", "names")
+
+
+@dataclass(frozen=True)
+class PackData:
+    """Every loaded pack, merged."""
+
+    names: tuple[str, ...] = ()
+    hot_path_entry_points: tuple[str, ...] = ()
+    startup_functions: tuple[str, ...] = ()
+    # bound attribute (e.g. "max_num_reqs") -> (what it bounds, names bounded by it)
+    size_bounds: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+def builtin_pack_dirs() -> list[Path]:
+    """Where named packs live: inside the installed wheel, or the source tree's rules/."""
+    here = Path(__file__).resolve().parent
+    return [here / "_packs", here.parent / "rules"]
+
+
+def builtin_pack_names() -> list[str]:
+    """The names of the packs that ship with reviewbot."""
+    names: set[str] = set()
+    for folder in builtin_pack_dirs():
+        if folder.is_dir():
+            names.update(p.stem for p in folder.glob("*.yml"))
+    return sorted(names)
+
+
+def _locate(spec: str, root: Path, source: str) -> Path:
+    if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
+        path = (root / spec)
+        if not path.is_file():
+            raise ConfigError(source, "rule-packs", f"no rule pack file {spec!r} (looked in {root})")
+        return path
+    for folder in builtin_pack_dirs():
+        path = folder / f"{spec}.yml"
+        if path.is_file():
+            return path
+    raise ConfigError(source, "rule-packs", f"unknown rule pack {spec!r}; expected one of "
+                      f"{', '.join(builtin_pack_names()) or 'none'} or a path to a .yml file")
+
+
+def _strings(value: Any, shown: str, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError(shown, key, "expected a list of non-empty strings")
+    return tuple(value)
+
+
+def load_pack(path: Path) -> dict[str, Any]:
+    """Read and validate one pack file."""
+    import yaml
+
+    shown = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(shown, "<file>", f"cannot be read ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(shown, "<file>", "invalid YAML: " + " ".join(str(exc).split())) from None
+    if not isinstance(data, dict):
+        raise ConfigError(shown, "<top level>", "expected a table with name, description, ...")
+    for key in data:
+        if key not in _TOP_KEYS:
+            raise ConfigError(shown, str(key), f"unknown key; expected one of: {', '.join(_TOP_KEYS)}")
+    if not isinstance(data.get("name"), str):
+        raise ConfigError(shown, "name", "expected a string")
+    pack: dict[str, Any] = {"name": data["name"]}
+    hot = data.get("hot-paths", {})
+    if not isinstance(hot, dict):
+        raise ConfigError(shown, "hot-paths", "expected a table with entry-points, startup")
+    for key, value in hot.items():
+        if key not in _LIST_KEYS["hot-paths"]:
+            raise ConfigError(shown, f"hot-paths.{key}", "unknown key; expected entry-points or startup")
+        pack[key] = _strings(value, shown, f"hot-paths.{key}")
+    bounds = data.get("size-bounds", {})
+    if not isinstance(bounds, dict):
+        raise ConfigError(shown, "size-bounds", "expected a table of bound name -> {holds, names}")
+    pack["size-bounds"] = {}
+    for bound, spec in bounds.items():
+        key = f"size-bounds.{bound}"
+        if not isinstance(spec, dict):
+            raise ConfigError(shown, key, "expected a table with holds and names")
+        for sub in spec:
+            if sub not in _BOUND_KEYS:
+                raise ConfigError(shown, f"{key}.{sub}", "unknown key; expected holds or names")
+        if not isinstance(spec.get("holds"), str):
+            raise ConfigError(shown, f"{key}.holds", "expected a string")
+        pack["size-bounds"][str(bound)] = (spec["holds"], _strings(spec.get("names"), shown,
+                                                                   f"{key}.names"))
+    return pack
+
+
+def load_packs(specs: Sequence[str], root: Path, source: str | None) -> PackData:
+    """Load and merge the packs a configuration names."""
+    names: list[str] = []
+    entry: list[str] = []
+    startup: list[str] = []
+    bounds: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for spec in specs:
+        pack = load_pack(_locate(spec, root, source or "<defaults>"))
+        names.append(pack["name"])
+        entry += pack.get("entry-points", ())
+        startup += pack.get("startup", ())
+        for bound, (holds, bound_names) in pack["size-bounds"].items():
+            old = bounds.get(bound, (holds, ()))
+            bounds[bound] = (holds, tuple(dict.fromkeys((*old[1], *bound_names))))
+    return PackData(tuple(names), tuple(dict.fromkeys(entry)), tuple(dict.fromkeys(startup)),
+                    bounds)

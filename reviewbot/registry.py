@@ -1,0 +1,43 @@
+"""The one list of rules. A rule is added here and nowhere else."""
+
+from __future__ import annotations
+
+from reviewbot.errors import ReviewbotError
+from reviewbot.rule import Rule
+from reviewbot.rules.rb001_syntax_error import SyntaxErrorRule
+from reviewbot.rules.rb002_rule_crash import RuleCrash
+from reviewbot.rules.rb003_unreadable_file import UnreadableFile
+from reviewbot.rules.rb301_docstring_coverage import DocstringCoverage
+from reviewbot.rules.rb302_missing_docstring import MissingDocstring
+
+RULES: tuple[type[Rule], ...] = (
+    SyntaxErrorRule,
+    RuleCrash,
+    UnreadableFile,
+    DocstringCoverage,
+    MissingDocstring,
+)
+
+BY_CODE: dict[str, type[Rule]] = {rule.code: rule for rule in RULES}
+
+
+def get_rule(code: str) -> type[Rule]:
+    """The rule with this code (or kebab-case name)."""
+    key = code.strip()
+    rule = BY_CODE.get(key.upper())
+    if rule is None:
+        rule = next((r for r in RULES if r.name == key.lower()), None)
+    if rule is None:
+        raise ReviewbotError(f"unknown rule {code!r}; `reviewbot rules` lists them")
+    return rule
+
+
+def matching(selector: str) -> list[type[Rule]]:
+    """Rules selected by a code, a code prefix (`RB3`), a name, or `ALL`."""
+    sel = selector.strip().upper()
+    if sel == "ALL":
+        return list(RULES)
+    exact = [r for r in RULES if r.code == sel or r.name.upper() == sel]
+    if exact:
+        return exact
+    return [r for r in RULES if r.code.startswith(sel)] if sel.startswith("RB") else []

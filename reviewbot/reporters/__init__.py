@@ -1,0 +1,15 @@
+"""Reporters turn findings into text for people (text) and for tools (json, sarif, github)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence, TextIO
+
+from reviewbot.finding import Finding
+from reviewbot.reporters import github, json_report, sarif, text
+
+FORMATS: dict[str, Callable[[Sequence[Finding], TextIO, bool], None]] = {
+    "text": text.write,
+    "json": json_report.write,
+    "sarif": sarif.write,
+    "github": github.write,
+}

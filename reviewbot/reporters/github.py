@@ -1,0 +1,29 @@
+"""GitHub Actions workflow commands (``::error file=...::message``), one per finding."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence, TextIO
+
+from reviewbot.finding import Finding
+
+
+def _escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(value: str) -> str:
+    return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
+    """Write one workflow command per finding."""
+    for f in findings:
+        level = "error" if f.severity == "error" else "warning"
+        props = []
+        # A finding about the whole checked set (RB301) names a folder: no file to annotate.
+        if not os.path.isdir(f.path):
+            props += [f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
+                      f"endLine={f.end_line}", f"endColumn={f.end_column}"]
+        props.append(f"title={_escape_property(f'{f.code} {f.name}')}")
+        out.write(f"::{level} {','.join(props)}::{_escape_data(f'{f.code} {f.message}')}\n")

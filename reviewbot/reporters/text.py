@@ -1,0 +1,46 @@
+"""``path:line:col: CODE message`` lines and a summary line; colour only on a terminal."""
+
+from __future__ import annotations
+
+from typing import Sequence, TextIO
+
+from reviewbot.finding import Finding
+
+_BOLD, _RED, _YELLOW, _CYAN, _DIM, _RESET = "\033[1m", "\033[31m", "\033[33m", "\033[36m", \
+    "\033[2m", "\033[0m"
+# RB301 lists what is missing below its line; past this many, the list is cut.
+MISSING_SHOWN = 20
+
+
+def _fix_mark(finding: Finding) -> str:
+    if finding.fix is None:
+        return ""
+    return {"safe": " [*]", "unsafe": " [~]"}.get(finding.fix.applicability, "")
+
+
+def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
+    """Write one line per finding and a summary."""
+
+    def paint(code: str, value: str) -> str:
+        return f"{code}{value}{_RESET}" if color else value
+
+    for f in findings:
+        where = paint(_BOLD, f"{f.path}:{f.line}:{f.column}:")
+        code = paint(_RED if f.severity == "error" else _YELLOW, f.code)
+        out.write(f"{where} {code}{_fix_mark(f)} {f.message}\n")
+        missing = dict(f.details).get("missing")
+        if missing:
+            for item in missing[:MISSING_SHOWN]:
+                out.write(paint(_DIM, f"    missing: {item}") + "\n")
+            if len(missing) > MISSING_SHOWN:
+                out.write(paint(_DIM, f"    ... and {len(missing) - MISSING_SHOWN} more "
+                                      "(--coverage-report lists every file)") + "\n")
+    if not findings:
+        out.write(paint(_BOLD, "All checks passed!") + "\n")
+        return
+    fixable = sum(1 for f in findings if f.fix and f.fix.applicability in ("safe", "unsafe"))
+    noun = "finding" if len(findings) == 1 else "findings"
+    summary = f"Found {len(findings)} {noun}."
+    if fixable:
+        summary += f" [*] {fixable} fixable with `reviewbot fix`."
+    out.write(paint(_BOLD, summary) + "\n")

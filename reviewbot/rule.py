@@ -1,0 +1,141 @@
+"""The base classes of every rule, their options and their tested examples.
+
+A rule only reports: it never prints, writes or reads files. The engine gives it a
+:class:`~reviewbot.context.FileContext` per file and collects what it reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+
+if TYPE_CHECKING:
+    from reviewbot.context import FileContext, RunContext
+    from reviewbot.finding import Finding, Severity
+
+FixSafety = str  # "none" | "safe" | "unsafe" | "display" | "sometimes"
+
+
+@dataclass(frozen=True)
+class Option:
+    """A per-rule option, set under ``[tool.reviewbot.rules.CODE]``."""
+
+    name: str
+    default: Any
+    help: str
+    # The accepted Python types (bool is never accepted where int/float is expected).
+    types: tuple[type, ...]
+    # Returns an error text for a value of the right type that is still wrong.
+    check: Callable[[Any], str | None] | None = None
+
+    def describe_type(self) -> str:
+        """The expected type in words, for error messages."""
+        names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+                 list: "a list of strings"}
+        return " or ".join(names.get(t, t.__name__) for t in self.types)
+
+    def validate(self, value: Any) -> str | None:
+        """Return why ``value`` is not acceptable, or None."""
+        if isinstance(value, bool) and bool not in self.types:
+            return f"expected {self.describe_type()}, got a boolean"
+        if not isinstance(value, self.types):
+            return f"expected {self.describe_type()}, got {type(value).__name__}"
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            return "expected a list of strings"
+        if self.check is not None:
+            return self.check(value)
+        return None
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Source that the rule must not report."""
+
+    code: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    path: str = "example.py"
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Source that the rule must report, at ``line`` when given."""
+
+    code: str
+    line: int | None = None
+    message_contains: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    path: str = "example.py"
+
+
+class Rule:
+    """A rule: a stable code, a kebab-case name, its docs in the class docstring.
+
+    Subclasses implement :meth:`check_file` (per file) and, for rules over the whole
+    checked set, :meth:`finish`, which sees the facts every file recorded.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    severity: ClassVar["Severity"] = "warning"
+    default_enabled: ClassVar[bool] = True
+    fix_safety: ClassVar[FixSafety] = "none"
+    options: ClassVar[tuple[Option, ...]] = ()
+    # A file that contains none of these words cannot hold a finding of this rule,
+    # so the rule (and any parse only it needs) is skipped. None: every file.
+    triggers: ClassVar[tuple[str, ...] | None] = None
+    # Reported by the engine itself (parse errors, crashes): always on, never run.
+    internal: ClassVar[bool] = False
+    VALID: ClassVar[list[Valid]] = []
+    INVALID: ClassVar[list[Invalid]] = []
+
+    def __init__(self, settings: Mapping[str, Any], ctx: "FileContext | None" = None) -> None:
+        self.settings = settings
+        self.ctx = ctx
+
+    @classmethod
+    def default_settings(cls) -> dict[str, Any]:
+        """Every option at its default."""
+        return {opt.name: opt.default for opt in cls.options}
+
+    @classmethod
+    def applies_to(cls, text: str) -> bool:
+        """Whether a file with this text can hold a finding of this rule."""
+        return cls.triggers is None or any(word in text for word in cls.triggers)
+
+    def check_file(self, ctx: "FileContext") -> None:
+        """Report the findings of one file through ``ctx``."""
+
+    def finish(self, facts: Mapping[str, Any], run: "RunContext") -> list["Finding"]:
+        """Report findings over the whole checked set from each file's facts."""
+        return []
+
+    @classmethod
+    def docs(cls) -> str:
+        """The rule's documentation, as ``reviewbot rules CODE`` prints it."""
+        import inspect
+
+        return inspect.cleandoc(cls.__doc__ or "")
+
+
+class CstRule(Rule):
+    """A rule that visits the LibCST tree.
+
+    Define ``visit_<Node>`` / ``leave_<Node>`` methods as on a
+    ``libcst.BatchableCSTVisitor`` and list the metadata providers it reads in
+    ``METADATA_DEPENDENCIES``; the engine parses the file once and computes the
+    union of all rules' metadata once.
+    """
+
+    METADATA_DEPENDENCIES: ClassVar[tuple[Any, ...]] = ()
+    # Filled by the engine: provider -> {node: value}, resolved once per file.
+    metadata: Mapping[Any, Mapping[Any, Any]] = {}
+
+    def get_metadata(self, provider: Any, node: Any, default: Any = None) -> Any:
+        """The value ``provider`` computed for ``node`` (``default`` when it has none)."""
+        return self.metadata.get(provider, {}).get(node, default)
+
+    def report(self, node: Any, message: str, fix: Any = None) -> None:
+        """Report ``node`` with ``message`` (and an optional fix)."""
+        assert self.ctx is not None
+        self.ctx.report_node(self, node, message, fix)

@@ -1,0 +1,1 @@
+"""The rules, one module each; :mod:`reviewbot.registry` lists them."""

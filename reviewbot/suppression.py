@@ -1,0 +1,87 @@
+"""Suppression comments: ``# reviewbot: ignore[RB101]``, ``# reviewbot: ignore``, ``# noqa: RB101``.
+
+A comment suppresses findings reported on its own line, or anywhere in a multi-line
+statement when it stands on the statement's first line. Unused suppressions are fine.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from typing import Iterable
+
+from reviewbot.finding import Finding
+
+ALL = "*"
+_CANDIDATE = re.compile(r"reviewbot\s*:\s*ignore|noqa", re.IGNORECASE)
+_DIRECTIVE = re.compile(
+    r"#\s*(?:reviewbot\s*:\s*ignore(?:\[(?P<rb>[^\]]*)\])?|noqa(?::\s*(?P<noqa>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?)",
+    re.IGNORECASE,
+)
+
+
+def _codes(comment: str) -> set[str]:
+    codes: set[str] = set()
+    for match in _DIRECTIVE.finditer(comment):
+        listed = match.group("rb") if match.group("rb") is not None else match.group("noqa")
+        if listed is None or not listed.strip():
+            codes.add(ALL)
+        else:
+            codes.update(c.upper() for c in re.split(r"[\s,]+", listed.strip()) if c)
+    return codes
+
+
+class Suppressions:
+    """The suppression comments of one file, by line."""
+
+    def __init__(self, by_line: dict[int, set[str]], statement_start: dict[int, int]) -> None:
+        self.by_line = by_line
+        self.statement_start = statement_start
+
+    @classmethod
+    def parse(cls, text: str) -> "Suppressions":
+        """Find the suppression comments (tokenizing only a file that may have one)."""
+        if not _CANDIDATE.search(text):
+            return cls({}, {})
+        by_line: dict[int, set[str]] = {}
+        starts: dict[int, int] = {}
+        try:
+            logical_start: int | None = None
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+                if tok.type == tokenize.COMMENT:
+                    codes = _codes(tok.string)
+                    if codes:
+                        by_line.setdefault(tok.start[0], set()).update(codes)
+                if tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.COMMENT,
+                                tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER):
+                    if tok.type == tokenize.NEWLINE and logical_start is not None:
+                        for line in range(logical_start, tok.end[0] + 1):
+                            starts[line] = logical_start
+                        logical_start = None
+                    continue
+                if logical_start is None:
+                    logical_start = tok.start[0]
+        except (tokenize.TokenError, SyntaxError, IndentationError):
+            # A file that does not tokenize: read comments line by line instead.
+            for number, line in enumerate(text.splitlines(), start=1):
+                if "#" in line:
+                    codes = _codes(line[line.index("#"):])
+                    if codes:
+                        by_line.setdefault(number, set()).update(codes)
+        return cls(by_line, starts)
+
+    def suppresses(self, finding: Finding) -> bool:
+        """Whether a comment on the finding's line (or its statement's first) covers it."""
+        if not self.by_line:
+            return False
+        lines = {finding.line, self.statement_start.get(finding.line, finding.line)}
+        for line in lines:
+            codes = self.by_line.get(line)
+            if codes and (ALL in codes or finding.code in codes):
+                return True
+        return False
+
+    def filter(self, findings: Iterable[Finding]) -> list[Finding]:
+        """The findings that no comment suppresses."""
+        return [f for f in findings if not self.suppresses(f)]
