@@ -1,15 +1,17 @@
 """Which files a run checks: the paths given, their ``.py`` files, less what is excluded.
 
-Excludes and ``.gitignore`` files are gitignore-style patterns matched with pathspec.
-Directory links are not followed (so link loops cannot hang a run); a path named on
-the command line is always taken as given.
+Excludes and ``.gitignore`` files are gitignore-style patterns matched with pathspec. As
+in ruff, a path named on the command line is checked even when a pattern excludes it
+(unless ``--force-exclude``); inside a folder named that way, a pattern that matched
+the folder itself does not exclude its contents, but every other pattern still applies.
+Directory links are not followed, so link loops cannot hang a run.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import pathspec
 
@@ -35,25 +37,55 @@ def display_path(path: Path, cwd: Path) -> str:
         return path.as_posix()
 
 
+class PatternSet:
+    """Gitignore-style patterns whose matches can be told apart, pattern by pattern."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        self.patterns = [p for p in pathspec.GitIgnoreSpec.from_lines(lines).patterns
+                         if p.include is not None]
+
+    def matching(self, rel: str) -> frozenset[int]:
+        """Indices of the patterns that match ``rel``."""
+        return frozenset(i for i, p in enumerate(self.patterns) if p.match_file(rel) is not None)
+
+    def verdict(self, rel: str, skip: frozenset[int] = frozenset()) -> bool | None:
+        """True excluded, False re-included (``!pattern``), None no pattern matched."""
+        result = None
+        for i, pattern in enumerate(self.patterns):
+            if i not in skip and pattern.match_file(rel) is not None:
+                result = bool(pattern.include)
+        return result
+
+
+def _ancestors_rel(path: Path, top: Path) -> Iterator[str]:
+    """``path`` and its ancestors below ``top``, as folder paths relative to ``top``."""
+    current = path
+    while current != top and top in current.parents:
+        yield current.relative_to(top).as_posix() + "/"
+        current = current.parent
+
+
 class GitIgnores:
     """The ``.gitignore`` files (and ``.git/info/exclude``) that apply to a path."""
 
     def __init__(self) -> None:
-        self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+        self._sets: dict[Path, PatternSet | None] = {}
         self._git_roots: dict[Path, Path | None] = {}
 
-    def _git_root(self, folder: Path) -> Path | None:
+    def git_root(self, folder: Path) -> Path | None:
+        """The nearest folder at or above ``folder`` that holds ``.git``."""
         if folder not in self._git_roots:
             if (folder / ".git").exists():
                 self._git_roots[folder] = folder
             elif folder.parent == folder:
                 self._git_roots[folder] = None
             else:
-                self._git_roots[folder] = self._git_root(folder.parent)
+                self._git_roots[folder] = self.git_root(folder.parent)
         return self._git_roots[folder]
 
-    def _spec(self, folder: Path, is_root: bool) -> pathspec.GitIgnoreSpec | None:
-        if folder not in self._specs:
+    def patterns(self, folder: Path, is_root: bool) -> PatternSet | None:
+        """The patterns that ``folder``'s ignore files hold, or None."""
+        if folder not in self._sets:
             lines: list[str] = []
             sources = [folder / ".gitignore"]
             if is_root:
@@ -64,29 +96,44 @@ class GitIgnores:
                 except OSError:
                     pass
             try:
-                self._specs[folder] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+                self._sets[folder] = PatternSet(lines) if lines else None
             except Exception:  # a malformed .gitignore is git's business, not ours
-                self._specs[folder] = None
-        return self._specs[folder]
+                self._sets[folder] = None
+        return self._sets[folder]
 
-    def ignored(self, path: Path, is_dir: bool) -> bool:
-        """Whether git ignores ``path`` (an absolute, resolved path)."""
-        root = self._git_root(path.parent)
+    def _levels(self, path: Path) -> list[tuple[Path, PatternSet]]:
+        root = self.git_root(path.parent)
         if root is None:
-            return False
+            return []
         chain = []
         folder = path.parent
-        while folder != root:
+        while folder != root and root in folder.parents:
             chain.append(folder)
             folder = folder.parent
-        folders = [root, *reversed(chain)]
+        levels = []
+        for level in [root, *reversed(chain)]:
+            patterns = self.patterns(level, level == root)
+            if patterns is not None:
+                levels.append((level, patterns))
+        return levels
+
+    def skips_for(self, given: Path) -> dict[Path, frozenset[int]]:
+        """Patterns that match a folder named on the command line, or one above it."""
+        skips: dict[Path, frozenset[int]] = {}
+        for level, patterns in self._levels(given / "_"):
+            matched: frozenset[int] = frozenset()
+            for rel in _ancestors_rel(given, level):
+                matched |= patterns.matching(rel)
+            skips[level] = matched
+        return skips
+
+    def ignored(self, path: Path, is_dir: bool,
+                skips: dict[Path, frozenset[int]] | None = None) -> bool:
+        """Whether git ignores ``path`` (absolute), deeper ignore files taking precedence."""
         verdict: bool | None = None
-        for folder in folders:
-            spec = self._spec(folder, folder == root)
-            if spec is None:
-                continue
-            rel = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-            result = spec.check_file(rel).include
+        for level, patterns in self._levels(path):
+            rel = path.relative_to(level).as_posix() + ("/" if is_dir else "")
+            result = patterns.verdict(rel, (skips or {}).get(level, frozenset()))
             if result is not None:
                 verdict = result
         return bool(verdict)
@@ -96,49 +143,55 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False,
              cwd: Path | None = None) -> list[Path]:
     """The files to check, sorted and without duplicates (raises ReviewbotError)."""
     cwd = cwd or Path.cwd()
-    exclude = config.exclude_spec()
+    exclude = PatternSet(config.exclude)
     gitignores = GitIgnores() if config.respect_gitignore else None
     found: dict[Path, None] = {}
 
-    def is_excluded(path: Path, is_dir: bool) -> bool:
-        rel = relative_to_root(path, config.root) + ("/" if is_dir else "")
-        if exclude.match_file(rel):
+    def excluded_with_ancestors(path: Path, is_dir: bool) -> bool:
+        rels = list(_ancestors_rel(path.parent, config.root))
+        rels.insert(0, relative_to_root(path, config.root) + ("/" if is_dir else ""))
+        if any(exclude.verdict(rel) for rel in rels):
             return True
-        return gitignores is not None and gitignores.ignored(path, is_dir)
-
-    def ancestors_excluded(path: Path) -> bool:
-        for parent in path.parents:
-            if parent == config.root or config.root not in parent.parents:
-                break
-            if is_excluded(parent, True):
-                return True
-        return False
+        if gitignores is None:
+            return False
+        return gitignores.ignored(path, is_dir) or any(
+            gitignores.ignored(parent, True) for parent in path.parents)
 
     for raw in paths or ["."]:
-        given = (cwd / raw)
+        given = cwd / raw
         if not os.path.lexists(given):
             raise ReviewbotError(f"{raw}: no such file or directory")
         absolute = Path(os.path.abspath(given))
-        if given.is_dir():
-            if force_exclude and (is_excluded(absolute, True) or ancestors_excluded(absolute)):
-                continue
-            for file in _walk(absolute, is_excluded):
-                found.setdefault(file, None)
-        else:
-            if force_exclude and (is_excluded(absolute, False) or ancestors_excluded(absolute)):
-                continue
+        is_dir = given.is_dir()
+        if force_exclude and excluded_with_ancestors(absolute, is_dir):
+            continue
+        if not is_dir:
             found.setdefault(absolute, None)
+            continue
+        skip = frozenset()
+        for rel in _ancestors_rel(absolute, config.root):
+            skip |= exclude.matching(rel)
+        git_skips = gitignores.skips_for(absolute) if gitignores else {}
+
+        def is_excluded(path: Path, is_dir: bool, skip=skip, git_skips=git_skips) -> bool:
+            rel = relative_to_root(path, config.root) + ("/" if is_dir else "")
+            if exclude.verdict(rel, skip):
+                return True
+            return gitignores is not None and gitignores.ignored(path, is_dir, git_skips)
+
+        for file in _walk(absolute, is_excluded):
+            found.setdefault(file, None)
     return sorted(found)
 
 
-def _walk(top: Path, is_excluded) -> Iterator[Path]:
+def _walk(top: Path, is_excluded: Callable[[Path, bool], bool]) -> Iterator[Path]:
     stack = [top]
     while stack:
         folder = stack.pop()
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
         except OSError:
-            continue  # unreadable folder: nothing in it can be checked or listed
+            continue  # an unreadable folder: nothing in it can be listed
         subfolders = []
         for entry in entries:
             path = folder / entry.name

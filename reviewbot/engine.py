@@ -61,7 +61,8 @@ class Checker:
     """Checks single files against one configuration; lives in each worker process."""
 
     def __init__(self, config: Config, packs: PackData,
-                 rules: Sequence[type[Rule]] = registry.RULES) -> None:
+                 rules: Sequence[type[Rule]] = registry.RULES, use_triggers: bool = True) -> None:
+        self.use_triggers = use_triggers  # False only to test that the shortcut is exact
         self.config = config
         self.packs = packs
         self.rules = [r for r in rules if r.code in config.enabled and not r.internal]
@@ -83,10 +84,12 @@ class Checker:
             source = decode(job.data)
         except UnreadableSource as exc:
             if UnreadableFile.code not in ignored:
-                result.findings.append(_file_finding(UnreadableFile, job.display, str(exc)))
+                result.findings.append(_file_finding(UnreadableFile, job.display, f"Skipped: {exc}"))
             return result
         ctx = FileContext(job.display, source.text, job.rel, self.packs)
-        rules = [r for r in self.rules if r.code not in ignored and r.applies_to(source.text)]
+        rules = [r for r in self.rules if r.code not in ignored
+                 and (not self.use_triggers or r.applies_to(
+                     source.text, self.config.settings.get(r.code, {})))]
         if self._parses(ctx):
             plain = [r for r in rules if not issubclass(r, CstRule)]
             cst = [r for r in rules if issubclass(r, CstRule)]
@@ -218,7 +221,8 @@ class Engine:
             try:
                 data = read_bytes(str(path))
             except UnreadableSource as exc:
-                results[shown] = FileResult(shown, [_file_finding(UnreadableFile, shown, str(exc))])
+                results[shown] = FileResult(shown, [_file_finding(UnreadableFile, shown,
+                                                                  f"Skipped: {exc}")])
                 done += 1
                 continue
             key = content_key(shown, data)

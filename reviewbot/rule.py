@@ -99,8 +99,12 @@ class Rule:
         return {opt.name: opt.default for opt in cls.options}
 
     @classmethod
-    def applies_to(cls, text: str) -> bool:
-        """Whether a file with this text can hold a finding of this rule."""
+    def applies_to(cls, text: str, settings: Mapping[str, Any]) -> bool:
+        """Whether a file with this text can hold a finding of (or a fact for) this rule.
+
+        Must never be False for a file where the rule would report: the engine skips
+        the rule, and any parse only it needs, when it is.
+        """
         return cls.triggers is None or any(word in text for word in cls.triggers)
 
     def check_file(self, ctx: "FileContext") -> None:

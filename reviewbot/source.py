@@ -29,7 +29,11 @@ def decode(data: bytes) -> Source:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise UnreadableSource(f"bad coding cookie: {exc.msg}") from None
+        if exc.msg.startswith("unknown encoding"):
+            name = exc.msg.split(":", 1)[-1].strip()
+            raise UnreadableSource(f"unknown encoding {name!r} in its coding cookie") from None
+        # No cookie and the first lines are not UTF-8: report where decoding fails.
+        encoding = "utf-8"
     bom = data.startswith(codecs.BOM_UTF8)
     payload = data[len(codecs.BOM_UTF8):] if bom else data
     codec = "utf-8" if encoding == "utf-8-sig" else encoding

@@ -47,3 +47,9 @@ def excluded(rel_path: str, settings: Mapping[str, Any]) -> bool:
 @lru_cache(maxsize=32)
 def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+def may_define(text: str, settings: Mapping[str, Any]) -> bool:
+    """Whether a file can hold a definition the docstring rules count (exact, never False
+    for a file that has one: ``def`` and ``class`` are keywords that every one spells)."""
+    return not settings.get("ignore-module", True) or "def" in text or "class" in text

@@ -8,7 +8,7 @@ from reviewbot.analysis.definitions import counted
 from reviewbot.context import FileContext, RunContext
 from reviewbot.finding import Finding
 from reviewbot.rule import Invalid, Option, Rule, Valid
-from reviewbot.rules._docstring_options import DOCSTRING_OPTIONS, excluded
+from reviewbot.rules._docstring_options import DOCSTRING_OPTIONS, excluded, may_define
 
 
 def _check_threshold(value: float) -> str | None:
@@ -98,6 +98,11 @@ class DocstringCoverage(Rule):
         Invalid("def test_f():\n    pass\n", path="tests/test_example.py",
                 options={"exclude": []}),
     ]
+
+    @classmethod
+    def applies_to(cls, text: str, settings: Mapping[str, Any]) -> bool:
+        """Only a file with a class or function (or a counted module) has anything to count."""
+        return may_define(text, settings)
 
     def check_file(self, ctx: FileContext) -> None:
         """Record this file's counted definitions for :meth:`finish`."""

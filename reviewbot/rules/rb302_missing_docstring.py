@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from reviewbot.analysis.definitions import counted
 from reviewbot.context import FileContext
 from reviewbot.rule import Invalid, Rule, Valid
-from reviewbot.rules._docstring_options import DOCSTRING_OPTIONS, excluded
+from reviewbot.rules._docstring_options import DOCSTRING_OPTIONS, excluded, may_define
 
 
 class MissingDocstring(Rule):
@@ -58,6 +60,11 @@ class MissingDocstring(Rule):
         Invalid('class A:\n    """Doc."""\n\n    def run(self):\n        return 1\n', line=4,
                 message_contains="method `A.run`"),
     ]
+
+    @classmethod
+    def applies_to(cls, text: str, settings: Mapping[str, Any]) -> bool:
+        """Only a file with a class or function (or a counted module) has anything to count."""
+        return may_define(text, settings)
 
     def check_file(self, ctx: FileContext) -> None:
         """Report every counted definition of the file that has no docstring."""
