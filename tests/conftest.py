@@ -1,0 +1,73 @@
+"""Shared helpers: run the CLI in-process, and check source text with chosen rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pytest
+
+from reviewbot import cli, registry
+from reviewbot.config import Overrides, build_config
+from reviewbot.context import RunContext
+from reviewbot.engine import Engine
+from reviewbot.finding import Finding
+from reviewbot.packs import load_packs
+from reviewbot.rule import Rule
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+
+
+@dataclass
+class CliResult:
+    """What one CLI call printed and returned."""
+
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def run_cli(monkeypatch: pytest.MonkeyPatch):
+    """Run ``reviewbot ARGS`` in-process in a folder; return exit code and output."""
+
+    def run(args: Sequence[str], cwd: Path | None = None) -> CliResult:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        out, err = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdout", out)
+        monkeypatch.setattr(sys, "stderr", err)
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exc:  # argparse's own exits
+            code = int(exc.code or 0)
+        return CliResult(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+def check_source(tmp_path: Path, source: str, rule: type[Rule],
+                 options: Mapping[str, Any] = {}, path: str = "example.py",
+                 jobs: int = 1) -> list[Finding]:
+    """Check one file of ``source`` with only ``rule`` (and its options) enabled.
+
+    ``rule`` may be a test's own rule outside the registry.
+    """
+    file = tmp_path / path
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(source, encoding="utf-8")
+    registered = rule.code in registry.BY_CODE
+    table: dict[str, Any] = {"select": [rule.code] if registered else ["RB0"]}
+    if registered and options:
+        table["rules"] = {rule.code: dict(options)}
+    config = build_config(table, None, "", tmp_path, Overrides())
+    config = dataclasses.replace(config, enabled=config.enabled | {rule.code})
+    rules = registry.RULES if registered else (*registry.RULES, rule)
+    engine = Engine(config, load_packs(config.rule_packs, config.root, None), jobs=jobs,
+                    rules=rules)
+    return engine.run([file], RunContext(str(tmp_path)), tmp_path).findings
