@@ -179,9 +179,10 @@ def _crash(ctx: FileContext, rule: type[Rule], exc: BaseException, when: str = "
 _worker: Checker | None = None
 
 
-def _init_worker(config: Config, packs: PackData, rules: Sequence[type[Rule]]) -> None:
+def _init_worker(config: Config, packs: PackData, rules: Sequence[type[Rule]],
+                 use_triggers: bool) -> None:
     global _worker
-    _worker = Checker(config, packs, rules)
+    _worker = Checker(config, packs, rules, use_triggers)
 
 
 def _check_batch(jobs: list[FileJob]) -> list[FileResult]:
@@ -200,7 +201,9 @@ class Engine:
     def __init__(self, config: Config, packs: PackData, *, jobs: int | None = None,
                  cache: ResultCache | None = None,
                  rules: Sequence[type[Rule]] = registry.RULES,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 use_triggers: bool = True) -> None:
+        self.use_triggers = use_triggers
         self.config = config
         self.packs = packs
         self.jobs = max(1, jobs or os.cpu_count() or 1)
@@ -252,7 +255,7 @@ class Engine:
         keys = {job.display: key for key, job in todo}
         jobs = [job for _, job in todo]
         if self.jobs == 1 or len(jobs) < 4:
-            checker = Checker(self.config, self.packs, self.rules)
+            checker = Checker(self.config, self.packs, self.rules, self.use_triggers)
             for job in jobs:
                 yield keys[job.display], checker.check(job)
                 done += 1
@@ -262,7 +265,7 @@ class Engine:
         pending = {job.display: job for job in jobs}
         try:
             with ProcessPoolExecutor(self.jobs, initializer=_init_worker,
-                                     initargs=(self.config, self.packs, self.rules)) as pool:
+                                     initargs=(self.config, self.packs, self.rules, self.use_triggers)) as pool:
                 futures = [pool.submit(_check_batch, batch) for batch in _batches(jobs, size)]
                 for future in as_completed(futures):
                     for result in future.result():
@@ -281,7 +284,7 @@ class Engine:
     def _check_isolated(self, job: FileJob) -> FileResult:
         try:
             with ProcessPoolExecutor(1, initializer=_init_worker,
-                                     initargs=(self.config, self.packs, self.rules)) as pool:
+                                     initargs=(self.config, self.packs, self.rules, self.use_triggers)) as pool:
                 return pool.submit(_check_batch, [job]).result()[0]
         except BrokenProcessPool:
             return FileResult(job.display, [_file_finding(

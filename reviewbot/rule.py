@@ -137,7 +137,10 @@ class CstRule(Rule):
 
     def get_metadata(self, provider: Any, node: Any, default: Any = None) -> Any:
         """The value ``provider`` computed for ``node`` (``default`` when it has none)."""
-        return self.metadata.get(provider, {}).get(node, default)
+        value = self.metadata.get(provider, {}).get(node, default)
+        if type(value).__name__ == "LazyValue":  # LibCST computes some providers on demand
+            value = value()
+        return value
 
     def report(self, node: Any, message: str, fix: Any = None) -> None:
         """Report ``node`` with ``message`` (and an optional fix)."""
