@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import codecs
 import io
+import os
+import stat
 import tokenize
 from dataclasses import dataclass
 
@@ -52,7 +54,11 @@ def decode(data: bytes) -> Source:
 def read_bytes(path: str) -> bytes:
     """Read a file (raises UnreadableSource with a one-line reason)."""
     try:
-        with open(path, "rb") as handle:
+        # O_NONBLOCK: opening a named pipe must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise UnreadableSource("not a regular file")
             data = handle.read()
     except FileNotFoundError:
         raise UnreadableSource("no such file (deleted or a dangling link)") from None
