@@ -148,3 +148,25 @@ def test_deeply_nested_expression_is_a_finding_not_a_crash(tmp_path, run_cli):
     result = run_cli(["check", ".", "--no-cache", "--output-format", "json"], cwd=tmp_path)
     findings = json.loads(result.out)
     assert [(f["path"], f["code"]) for f in findings] == [("deep.py", "RB001")]
+
+
+def test_pre_commit_hook_definition_runs(tmp_path):
+    import yaml
+
+    (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "reviewbot" and hook["language"] == "python"
+    assert set(hook["types_or"]) == {"python", "pyi"}
+    # pre-commit appends the staged file names to the entry.
+    (tmp_path / "pyproject.toml").write_text("[tool.reviewbot]\nextend-exclude = ['gen/']\n")
+    (tmp_path / "gen").mkdir()
+    (tmp_path / "gen" / "g.py").write_text("def g():\n    pass\n")
+    (tmp_path / "m.py").write_text('def f():\n    """Doc."""\n')
+    entry = hook["entry"].split()
+    assert entry[0] == "reviewbot"
+    proc = reviewbot(*entry[1:], "m.py", "gen/g.py", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, "All checks passed!\n")
+
+
+def test_the_project_passes_its_own_check():
+    proc = reviewbot("check", ".", "--no-cache", cwd=REPO)
+    assert proc.returncode == 0, proc.stdout
