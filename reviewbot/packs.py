@@ -34,7 +34,10 @@ class PackData:
 def builtin_pack_dirs() -> list[Path]:
     """Where named packs live: inside the installed wheel, or the source tree's rules/."""
     here = Path(__file__).resolve().parent
-    return [here / "_packs", here.parent / "rules"]
+    folders = [here / "_packs"]
+    if (here.parent / "pyproject.toml").is_file():  # a source checkout (editable install)
+        folders.append(here.parent / "rules")
+    return folders
 
 
 def builtin_pack_names() -> list[str]:
