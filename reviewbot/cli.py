@@ -173,7 +173,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if config_file is not None and not config_file.is_file():
         raise ReviewbotError(f"{args.config}: configuration file not found")
     config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
-    packs = load_packs(config.rule_packs, config.root, config.source)
+    packs = load_packs(config.rule_packs, config.root, config.source,
+                       config.key_prefix + "rule-packs")
     files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
 
     cache = None

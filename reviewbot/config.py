@@ -69,6 +69,7 @@ class Config:
     respect_gitignore: bool = True
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     rule_packs: tuple[str, ...] = DEFAULT_RULE_PACKS
+    key_prefix: str = ""  # "tool.reviewbot." for pyproject.toml, for messages
     settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def exclude_spec(self) -> pathspec.GitIgnoreSpec:
@@ -320,6 +321,7 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
         respect_gitignore=respect_gitignore,
         per_file_ignores=tuple(per_file),
         rule_packs=packs if packs is not None else DEFAULT_RULE_PACKS,
+        key_prefix=prefix,
         settings={code: dict(s) for code, s in settings.items()},
     )
 

@@ -49,17 +49,17 @@ def builtin_pack_names() -> list[str]:
     return sorted(names)
 
 
-def _locate(spec: str, root: Path, source: str) -> Path:
+def _locate(spec: str, root: Path, source: str, key: str) -> Path:
     if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
         path = (root / spec)
         if not path.is_file():
-            raise ConfigError(source, "rule-packs", f"no rule pack file {spec!r} (looked in {root})")
+            raise ConfigError(source, key, f"no rule pack file {spec!r} (looked in {root})")
         return path
     for folder in builtin_pack_dirs():
         path = folder / f"{spec}.yml"
         if path.is_file():
             return path
-    raise ConfigError(source, "rule-packs", f"unknown rule pack {spec!r}; expected one of "
+    raise ConfigError(source, key, f"unknown rule pack {spec!r}; expected one of "
                       f"{', '.join(builtin_pack_names()) or 'none'} or a path to a .yml file")
 
 
@@ -113,14 +113,15 @@ def load_pack(path: Path) -> dict[str, Any]:
     return pack
 
 
-def load_packs(specs: Sequence[str], root: Path, source: str | None) -> PackData:
+def load_packs(specs: Sequence[str], root: Path, source: str | None,
+               key: str = "rule-packs") -> PackData:
     """Load and merge the packs a configuration names."""
     names: list[str] = []
     entry: list[str] = []
     startup: list[str] = []
     bounds: dict[str, tuple[str, tuple[str, ...]]] = {}
     for spec in specs:
-        pack = load_pack(_locate(spec, root, source or "<defaults>"))
+        pack = load_pack(_locate(spec, root, source or "<defaults>", key))
         names.append(pack["name"])
         entry += pack.get("entry-points", ())
         startup += pack.get("startup", ())

@@ -105,7 +105,10 @@ def test_explicit_config_file_overrides_discovery(tmp_path, run_cli):
     ("[tool.reviewbot.per-file-ignores]\n'tests/*' = ['RB9']\n",
      "tool.reviewbot.per-file-ignores.tests/*", "unknown rule code"),
     ("[tool.reviewbot]\nexclude = [1, 2]\n", "tool.reviewbot.exclude", "expected a list"),
-    ("[tool.reviewbot]\nrule-packs = ['no-such-pack']\n", "rule-packs", "unknown rule pack"),
+    ("[tool.reviewbot]\nrule-packs = ['no-such-pack']\n", "tool.reviewbot.rule-packs",
+     "unknown rule pack"),
+    ("[tool.reviewbot]\nrule-packs = ['missing.yml']\n", "tool.reviewbot.rule-packs",
+     "no rule pack file"),
     ("[tool.reviewbot.rules.RB301]\nexclude = 'tests'\n", "tool.reviewbot.rules.RB301.exclude",
      "expected a list of strings"),
     ("[tool.reviewbot\nselect = []\n", "<file>", "invalid TOML"),
@@ -195,3 +198,34 @@ def test_command_line_selection_overrides_the_file(tmp_path):
 def test_config_error_message_names_file_key_and_expectation():
     error = ConfigError("pyproject.toml", "tool.reviewbot.select", "expected a list")
     assert str(error) == "pyproject.toml: tool.reviewbot.select: expected a list"
+
+
+@pytest.mark.parametrize("pack,key,expected", [
+    ("name: mine\nhot-paths:\n  entry-points: step\n", "hot-paths.entry-points",
+     "expected a list"),
+    ("name: mine\nhotpaths: {}\n", "hotpaths", "unknown key"),
+    ("hot-paths: {}\n", "name", "expected a string"),
+    ("name: mine\nsize-bounds:\n  max_num_reqs:\n    names: [num_reqs]\n",
+     "size-bounds.max_num_reqs.holds", "expected a string"),
+    ("name: [\n", "<file>", "invalid YAML"),
+])
+def test_bad_user_rule_pack_exits_2_naming_the_pack_and_key(tmp_path, run_cli, pack, key,
+                                                            expected):
+    write(tmp_path / "m.py", "x = 1\n")
+    write(tmp_path / "packs" / "mine.yml", pack)
+    write(tmp_path / ".reviewbot.yml", "rule-packs: [inference-engines, packs/mine.yml]\n")
+    result = run_cli(["check", ".", "--no-cache"], cwd=tmp_path)
+    assert result.code == 2
+    assert "mine.yml" in result.err and key in result.err and expected in result.err, result.err
+
+
+def test_user_rule_pack_extends_the_shipped_one(tmp_path):
+    from reviewbot.packs import load_packs
+
+    write(tmp_path / "mine.yml", "name: mine\nhot-paths:\n  entry-points: [decode_step]\n"
+          "size-bounds:\n  max_num_reqs:\n    holds: requests\n    names: [n_active]\n")
+    packs = load_packs(["inference-engines", "mine.yml"], tmp_path, None)
+    assert packs.names == ("inference-engines", "mine")
+    assert "execute_model" in packs.hot_path_entry_points
+    assert "decode_step" in packs.hot_path_entry_points
+    assert {"num_reqs", "n_active"} <= set(packs.size_bounds["max_num_reqs"][1])
