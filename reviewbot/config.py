@@ -31,7 +31,7 @@ DEFAULT_EXCLUDE = (
     "*.egg-info/", ".mypy_cache/", ".ruff_cache/", ".pytest_cache/", ".reviewbot_cache/",
 )
 
-DEFAULT_RULE_PACKS = ("inference-engines",)
+DEFAULT_RULE_PACKS = ("pytorch", "inference-engines")
 
 _KEYS: dict[str, str] = {
     "select": "a list of rule codes or prefixes",

@@ -31,6 +31,7 @@ class FileContext:
         self._definitions: list[Definition] | None = None
         self._cst: libcst.Module | None = None
         self._wrapper: Any = None
+        self._gpu: Any = None
 
     # Parses -----------------------------------------------------------------
     @property
@@ -48,6 +49,16 @@ class FileContext:
 
             self._definitions = collect_definitions(self.ast_tree)
         return self._definitions
+
+    @property
+    def gpu(self) -> Any:
+        """Hot paths, tensor devices and sync sites of the file (RB1xx), computed once."""
+        if self._gpu is None:
+            from reviewbot.analysis.gpu import analyze
+            from reviewbot.packs import PackData
+
+            self._gpu = analyze(self.ast_tree, self.packs or PackData())
+        return self._gpu
 
     @property
     def cst_module(self) -> "libcst.Module":

@@ -89,7 +89,7 @@ class Checker:
         ctx = FileContext(job.display, source.text, job.rel, self.packs)
         rules = [r for r in self.rules if r.code not in ignored
                  and (not self.use_triggers or r.applies_to(
-                     source.text, self.config.settings.get(r.code, {})))]
+                     source.text, self.config.settings.get(r.code, {}), self.packs))]
         if self._parses(ctx):
             plain = [r for r in rules if not issubclass(r, CstRule)]
             cst = [r for r in rules if issubclass(r, CstRule)]

@@ -14,9 +14,10 @@ from typing import Any, Mapping, Sequence
 from reviewbot.errors import ConfigError
 
 _LIST_KEYS = {
-    "hot-paths": ("entry-points", "startup"),
+    "hot-paths": ("entry-points", "module-entry-points", "startup", "sync-allowed-contexts"),
+    "devices": ("module-classes", "module-factories", "cuda-classes"),
 }
-_TOP_KEYS = ("name", "description", "hot-paths", "size-bounds")
+_TOP_KEYS = ("name", "description", "hot-paths", "devices", "size-bounds")
 _BOUND_KEYS = ("holds", "names")
 
 
@@ -25,8 +26,19 @@ class PackData:
     """Every loaded pack, merged."""
 
     names: tuple[str, ...] = ()
+    # Qualified-name patterns (fnmatch) of per-step functions: "execute_model", "*Scheduler.schedule".
     hot_path_entry_points: tuple[str, ...] = ()
+    # Methods that are per-step when their class is an nn.Module ("forward").
+    module_entry_points: tuple[str, ...] = ()
+    # Patterns of start-up functions: never hot, whoever calls them.
     startup_functions: tuple[str, ...] = ()
+    # Context managers whose block marks syncs as intended.
+    sync_allowed_contexts: tuple[str, ...] = ()
+    # Class-name patterns of nn.Module-like objects, and factories that return them.
+    module_classes: tuple[str, ...] = ()
+    module_factories: tuple[str, ...] = ()
+    # Class-name patterns of code that runs on the GPU (its `device` is CUDA).
+    cuda_classes: tuple[str, ...] = ()
     # bound attribute (e.g. "max_num_reqs") -> (what it bounds, names bounded by it)
     size_bounds: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
@@ -88,13 +100,15 @@ def load_pack(path: Path) -> dict[str, Any]:
     if not isinstance(data.get("name"), str):
         raise ConfigError(shown, "name", "expected a string")
     pack: dict[str, Any] = {"name": data["name"]}
-    hot = data.get("hot-paths", {})
-    if not isinstance(hot, dict):
-        raise ConfigError(shown, "hot-paths", "expected a table with entry-points, startup")
-    for key, value in hot.items():
-        if key not in _LIST_KEYS["hot-paths"]:
-            raise ConfigError(shown, f"hot-paths.{key}", "unknown key; expected entry-points or startup")
-        pack[key] = _strings(value, shown, f"hot-paths.{key}")
+    for section, keys in _LIST_KEYS.items():
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(shown, section, f"expected a table with {', '.join(keys)}")
+        for key, value in table.items():
+            if key not in keys:
+                raise ConfigError(shown, f"{section}.{key}",
+                                  f"unknown key; expected one of: {', '.join(keys)}")
+            pack[key] = _strings(value, shown, f"{section}.{key}")
     bounds = data.get("size-bounds", {})
     if not isinstance(bounds, dict):
         raise ConfigError(shown, "size-bounds", "expected a table of bound name -> {holds, names}")
@@ -117,16 +131,28 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
                key: str = "rule-packs") -> PackData:
     """Load and merge the packs a configuration names."""
     names: list[str] = []
-    entry: list[str] = []
-    startup: list[str] = []
+    lists: dict[str, list[str]] = {key: [] for keys in _LIST_KEYS.values() for key in keys}
     bounds: dict[str, tuple[str, tuple[str, ...]]] = {}
     for spec in specs:
         pack = load_pack(_locate(spec, root, source or "<defaults>", key))
         names.append(pack["name"])
-        entry += pack.get("entry-points", ())
-        startup += pack.get("startup", ())
+        for list_key, values in lists.items():
+            values += pack.get(list_key, ())
         for bound, (holds, bound_names) in pack["size-bounds"].items():
             old = bounds.get(bound, (holds, ()))
             bounds[bound] = (holds, tuple(dict.fromkeys((*old[1], *bound_names))))
-    return PackData(tuple(names), tuple(dict.fromkeys(entry)), tuple(dict.fromkeys(startup)),
-                    bounds)
+
+    def unique(list_key: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(lists[list_key]))
+
+    return PackData(
+        names=tuple(names),
+        hot_path_entry_points=unique("entry-points"),
+        module_entry_points=unique("module-entry-points"),
+        startup_functions=unique("startup"),
+        sync_allowed_contexts=unique("sync-allowed-contexts"),
+        module_classes=unique("module-classes"),
+        module_factories=unique("module-factories"),
+        cuda_classes=unique("cuda-classes"),
+        size_bounds=bounds,
+    )

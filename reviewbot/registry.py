@@ -7,6 +7,12 @@ from reviewbot.rule import Rule
 from reviewbot.rules.rb001_syntax_error import SyntaxErrorRule
 from reviewbot.rules.rb002_rule_crash import RuleCrash
 from reviewbot.rules.rb003_unreadable_file import UnreadableFile
+from reviewbot.rules.rb101_tolist_on_cuda_tensor import TolistOnCudaTensor
+from reviewbot.rules.rb102_item_on_cuda_tensor import ItemOnCudaTensor
+from reviewbot.rules.rb103_blocking_copy_to_host import BlockingCopyToHost
+from reviewbot.rules.rb104_implicit_sync import ImplicitSync
+from reviewbot.rules.rb105_explicit_sync import ExplicitSync
+from reviewbot.rules.rb106_unsynchronised_async_copy import UnsynchronisedAsyncCopy
 from reviewbot.rules.rb301_docstring_coverage import DocstringCoverage
 from reviewbot.rules.rb302_missing_docstring import MissingDocstring
 
@@ -14,6 +20,12 @@ RULES: tuple[type[Rule], ...] = (
     SyntaxErrorRule,
     RuleCrash,
     UnreadableFile,
+    TolistOnCudaTensor,
+    ItemOnCudaTensor,
+    BlockingCopyToHost,
+    ImplicitSync,
+    ExplicitSync,
+    UnsynchronisedAsyncCopy,
     DocstringCoverage,
     MissingDocstring,
 )

@@ -99,7 +99,7 @@ class Rule:
         return {opt.name: opt.default for opt in cls.options}
 
     @classmethod
-    def applies_to(cls, text: str, settings: Mapping[str, Any]) -> bool:
+    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
         """Whether a file with this text can hold a finding of (or a fact for) this rule.
 
         Must never be False for a file where the rule would report: the engine skips

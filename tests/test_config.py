@@ -226,6 +226,6 @@ def test_user_rule_pack_extends_the_shipped_one(tmp_path):
           "size-bounds:\n  max_num_reqs:\n    holds: requests\n    names: [n_active]\n")
     packs = load_packs(["inference-engines", "mine.yml"], tmp_path, None)
     assert packs.names == ("inference-engines", "mine")
-    assert "execute_model" in packs.hot_path_entry_points
+    assert "*ModelRunner.execute_model" in packs.hot_path_entry_points
     assert "decode_step" in packs.hot_path_entry_points
     assert {"num_reqs", "n_active"} <= set(packs.size_bounds["max_num_reqs"][1])

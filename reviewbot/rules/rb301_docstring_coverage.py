@@ -100,7 +100,7 @@ class DocstringCoverage(Rule):
     ]
 
     @classmethod
-    def applies_to(cls, text: str, settings: Mapping[str, Any]) -> bool:
+    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
         """Only a file with a class or function (or a counted module) has anything to count."""
         return may_define(text, settings)
 

@@ -1,0 +1,888 @@
+"""Where a module's tensors live, which of its functions are hot, and where the host waits.
+
+One pass over CPython's ``ast`` of a module (it parses about ten times faster than
+LibCST, which keeps the RB1xx family cheap enough to run on every commit):
+
+* **Names**: import aliases, so ``import torch as t`` and ``from torch import cuda`` still
+  resolve to ``torch.cuda.synchronize``.
+* **Hot paths**: entry points from the rule packs (``*ModelRunner.execute_model``,
+  ``forward`` of an ``nn.Module``), then every function of the module they call, directly
+  or through ``self.``, up to a depth; start-up functions stop it.
+* **Devices**: each expression is labelled cuda / cpu / value (not a tensor) / unknown,
+  with the reason (``output of self.sampler at line 120``), through assignments, tuple
+  unpacking, arithmetic, indexing, method chains, ``torch.*`` calls, helper functions'
+  returns, and ``self.`` attributes assigned anywhere in the class.
+* **Sites**: every place the host may wait on the GPU, tagged with the rule it belongs to.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Iterable, Iterator
+
+from reviewbot.packs import PackData
+
+CUDA, CPU, VALUE, UNKNOWN = "cuda", "cpu", "value", "unknown"
+DEV_CUDA, DEV_CPU, STREAM, EVENT, MODULE = "device:cuda", "device:cpu", "stream", "event", "module"
+MAX_HOT_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Label:
+    """What an expression holds, and why we believe it."""
+
+    kind: str
+    why: str = ""
+    boolean: bool = False  # a boolean tensor, e.g. a mask built by a comparison
+
+    def but(self, why: str | None = None, boolean: bool | None = None) -> "Label":
+        """The same kind with another reason or boolean flag."""
+        return Label(self.kind, self.why if why is None else why,
+                     self.boolean if boolean is None else boolean)
+
+
+UNKNOWN_L = Label(UNKNOWN)
+VALUE_L = Label(VALUE)
+
+TORCH_FACTORIES = {
+    "zeros", "ones", "empty", "full", "arange", "range", "rand", "randn", "randint",
+    "randperm", "tensor", "as_tensor", "linspace", "logspace", "eye", "empty_strided",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "randint_like", "tril_indices", "triu_indices", "asarray",
+}
+TENSOR_TO_VALUE_METHODS = {
+    "size", "dim", "numel", "stride", "data_ptr", "element_size", "is_contiguous",
+    "get_device", "nelement", "ndimension", "storage_offset", "is_pinned", "untyped_storage",
+    "tolist", "item", "numpy", "__len__", "is_floating_point", "is_complex", "type",
+}
+BOOLEAN_METHODS = {
+    "bool", "eq", "ne", "lt", "gt", "le", "ge", "logical_and", "logical_or", "logical_not",
+    "logical_xor", "isnan", "isinf", "isfinite", "isin", "__eq__", "__ne__",
+}
+VALUE_ATTRIBUTES = {"shape", "dtype", "ndim", "is_cuda", "is_cpu", "layout", "requires_grad",
+                    "itemsize", "nbytes", "names", "is_sparse", "is_leaf"}
+SAME_ATTRIBUTES = {"T", "mT", "H", "mH", "data", "real", "imag", "grad"}
+DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"}
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place where the host may wait on the GPU, for one rule."""
+
+    code: str
+    line: int
+    column: int  # 1-based
+    end_line: int
+    end_column: int  # 1-based, exclusive
+    function: str  # qualified name of the enclosing function
+    what: str  # "`.tolist()` on sampled_token_ids"
+    label: Label  # the tensor's label (its why says why it is on the GPU)
+
+
+@dataclass
+class FunctionInfo:
+    """A function or method of the module."""
+
+    qualname: str
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    cls: "ClassInfo | None"
+
+    @property
+    def name(self) -> str:
+        """The function's own name."""
+        return self.node.name
+
+
+@dataclass
+class ClassInfo:
+    """A class of the module with what its instances hold."""
+
+    name: str
+    node: ast.ClassDef
+    bases: list[str]
+    methods: dict[str, FunctionInfo] = field(default_factory=dict)
+    attrs: dict[str, Label] = field(default_factory=dict)
+    is_module: bool = False
+    on_cuda: bool = False
+
+
+@dataclass
+class GpuAnalysis:
+    """The result for one module."""
+
+    sites: list[Site]
+    hot: dict[str, list[str]]  # function qualname -> the chain of calls that makes it hot
+    functions: dict[str, FunctionInfo]
+
+
+def _matches(qualname: str, patterns: Iterable[str]) -> bool:
+    name = qualname.rsplit(".", 1)[-1]
+    return any(fnmatchcase(qualname, p) or ("." not in p and fnmatchcase(name, p))
+               for p in patterns)
+
+
+def trigger_words(packs: PackData) -> tuple[str, ...]:
+    """Words one of which every file with a hot path spells (the entry points' names)."""
+    words = set()
+    for pattern in (*packs.hot_path_entry_points, *packs.module_entry_points):
+        last = pattern.rsplit(".", 1)[-1]
+        chunks = [c for c in last.replace("?", "*").split("*") if c]
+        if not chunks:  # a pattern such as "Foo.*": the class name must appear
+            chunks = [c for c in pattern.replace("?", "*").split("*") if c.strip(".")]
+        if not chunks:
+            return ()  # "*": every file may be hot
+        words.add(max(chunks, key=len).strip("."))
+    return tuple(sorted(words))
+
+
+class Names:
+    """Import aliases: the qualified name behind a local name or attribute chain."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.aliases: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.aliases[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".", 1)[0]
+                        self.aliases[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+
+    def qualify(self, expr: ast.expr) -> str | None:
+        """``torch.cuda.synchronize`` for ``t.cuda.synchronize`` after ``import torch as t``."""
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if isinstance(expr, ast.Call):  # torch.cuda.current_stream().synchronize
+            inner = self.qualify(expr.func)
+            if inner is None:
+                return None
+            return ".".join([inner + "()", *reversed(parts)])
+        if not isinstance(expr, ast.Name):
+            return None
+        head = self.aliases.get(expr.id, expr.id)
+        return ".".join([head, *reversed(parts)])
+
+
+def _root_key(expr: ast.expr) -> str | None:
+    """The variable a buffer expression names: ``self.buf`` for ``self.buf[:n]``."""
+    while isinstance(expr, (ast.Subscript, ast.Call)) or (
+            isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Call)):
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        elif isinstance(expr, ast.Call):
+            if not isinstance(expr.func, ast.Attribute):
+                return None
+            expr = expr.func.value
+        else:
+            expr = expr.value
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return f"{expr.value.id}.{expr.attr}"
+    return None
+
+
+def _short(expr: ast.expr) -> str:
+    text = ast.unparse(expr)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _kw(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _is_true(expr: ast.expr | None) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value is True
+
+
+def combine(labels: Iterable[Label]) -> Label:
+    """The label of a result computed from tensors with these labels."""
+    labels = list(labels)
+    for label in labels:
+        if label.kind == CUDA:
+            return label
+    kinds = {label.kind for label in labels}
+    if kinds and kinds <= {CPU, VALUE} and CPU in kinds:
+        return next(label for label in labels if label.kind == CPU)
+    if kinds == {VALUE}:
+        return VALUE_L
+    return UNKNOWN_L
+
+
+class ModuleAnalyzer:
+    """Builds the :class:`GpuAnalysis` of one module."""
+
+    def __init__(self, tree: ast.Module, packs: PackData) -> None:
+        self.tree = tree
+        self.packs = packs
+        self.names = Names(tree)
+        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, FunctionInfo] = {}
+        self._returns: dict[str, Label] = {}
+        self._returns_active: set[str] = set()
+        self._index(tree.body, None, "")
+        for cls in self.classes.values():
+            cls.is_module = self._is_module_class(cls)
+            cls.on_cuda = _matches(cls.name, self.packs.cuda_classes)
+
+    # Index ------------------------------------------------------------------------
+    def _index(self, body: list[ast.stmt], cls: ClassInfo | None, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                info = ClassInfo(node.name, node, [self.names.qualify(b) or "" for b in node.bases])
+                self.classes.setdefault(node.name, info)
+                self._index(node.body, info, prefix + node.name + ".")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                info_f = FunctionInfo(prefix + node.name, node, cls)
+                self.functions[info_f.qualname] = info_f
+                if cls is not None:
+                    cls.methods.setdefault(node.name, info_f)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for attr in ("body", "orelse", "finalbody"):
+                    self._index(getattr(node, attr, []) or [], cls, prefix)
+                for handler in getattr(node, "handlers", []) or []:
+                    self._index(handler.body, cls, prefix)
+
+    def _is_module_class(self, cls: ClassInfo, seen: set[str] | None = None) -> bool:
+        seen = seen or set()
+        for base in cls.bases:
+            last = base.rsplit(".", 1)[-1]
+            if base in ("torch.nn.Module", "torch.nn.modules.module.Module") or \
+                    _matches(last, self.packs.module_classes):
+                return True
+            local = self.classes.get(last)
+            if local is not None and local.name not in seen:
+                seen.add(local.name)
+                if self._is_module_class(local, seen):
+                    return True
+        return False
+
+    def _mro(self, cls: ClassInfo) -> list[ClassInfo]:
+        order, queue = [], [cls]
+        while queue:
+            current = queue.pop(0)
+            if current in order:
+                continue
+            order.append(current)
+            queue += [self.classes[b.rsplit(".", 1)[-1]] for b in current.bases
+                      if b.rsplit(".", 1)[-1] in self.classes]
+        return order
+
+    def method(self, cls: ClassInfo, name: str) -> FunctionInfo | None:
+        """The method ``name`` of ``cls`` or of a base class defined in this module."""
+        for klass in self._mro(cls):
+            if name in klass.methods:
+                return klass.methods[name]
+        return None
+
+    # Hot paths ----------------------------------------------------------------------
+    def is_startup(self, func: FunctionInfo) -> bool:
+        """Whether ``func`` is start-up code (never hot)."""
+        return _matches(func.qualname, self.packs.startup_functions)
+
+    def is_entry(self, func: FunctionInfo) -> bool:
+        """Whether ``func`` is a per-step entry point."""
+        if _matches(func.qualname, self.packs.hot_path_entry_points):
+            return True
+        return func.cls is not None and func.cls.is_module and \
+            func.name in self.packs.module_entry_points
+
+    def callees(self, func: FunctionInfo) -> Iterator[FunctionInfo]:
+        """Functions of this module that ``func`` calls (directly or through ``self``)."""
+        for node in ast.walk(func.node):
+            if not isinstance(node, ast.Call):
+                continue
+            target = node.func
+            if isinstance(target, ast.Name):
+                callee = self.functions.get(target.id)
+                if callee is not None:
+                    yield callee
+            elif isinstance(target, ast.Attribute) and func.cls is not None:
+                base = target.value
+                if (isinstance(base, ast.Name) and base.id in ("self", "cls")) or (
+                        isinstance(base, ast.Call) and isinstance(base.func, ast.Name)
+                        and base.func.id == "super"):
+                    callee = self.method(func.cls, target.attr)
+                    if callee is not None:
+                        yield callee
+
+    def hot_paths(self) -> dict[str, list[str]]:
+        """Each hot function with the shortest chain of calls from an entry point."""
+        chains: dict[str, list[str]] = {}
+        queue: list[FunctionInfo] = []
+        for func in self.functions.values():
+            if self.is_entry(func) and not self.is_startup(func):
+                chains[func.qualname] = [func.name]
+                queue.append(func)
+        while queue:
+            func = queue.pop(0)
+            chain = chains[func.qualname]
+            if len(chain) >= MAX_HOT_DEPTH:
+                continue
+            for callee in self.callees(func):
+                if callee.qualname not in chains and not self.is_startup(callee):
+                    chains[callee.qualname] = [*chain, callee.name]
+                    queue.append(callee)
+        return chains
+
+    # Devices --------------------------------------------------------------------------
+    def prepare_classes(self) -> None:
+        """Label each class's ``self.`` attributes from every method's assignments."""
+        for _ in range(2):  # attributes assigned from other attributes settle in two rounds
+            for cls in self.classes.values():
+                seen: dict[str, list[Label]] = {}
+                methods = sorted(cls.methods.values(), key=lambda f: f.name != "__init__")
+                for func in methods:
+                    walker = FunctionWalker(self, func, report=False)
+                    walker.run()
+                    for attr, labels in walker.self_assignments.items():
+                        seen.setdefault(attr, []).extend(labels)
+                for attr, labels in seen.items():
+                    kinds = {label.kind for label in labels}
+                    cls.attrs[attr] = labels[0] if len(kinds) == 1 else UNKNOWN_L
+
+    def return_label(self, func: FunctionInfo) -> Label:
+        """The label of what ``func`` returns (unknown when its returns disagree)."""
+        if func.qualname in self._returns:
+            return self._returns[func.qualname]
+        if func.qualname in self._returns_active:
+            return UNKNOWN_L
+        self._returns_active.add(func.qualname)
+        walker = FunctionWalker(self, func, report=False)
+        walker.run()
+        self._returns_active.discard(func.qualname)
+        labels = walker.returns
+        kinds = {label.kind for label in labels}
+        result = labels[0] if labels and len(kinds) == 1 else UNKNOWN_L
+        if result.kind == CUDA:
+            result = result.but(f"returned by {func.qualname}() ({result.why})")
+        self._returns[func.qualname] = result
+        return result
+
+    def analyze(self) -> GpuAnalysis:
+        """Hot paths and sites of the whole module."""
+        hot = self.hot_paths()
+        self.prepare_classes()
+        sites: list[Site] = []
+        for func in self.functions.values():
+            walker = FunctionWalker(self, func, report=True)
+            walker.run()
+            sites.extend(walker.sites)
+        return GpuAnalysis(sites, hot, self.functions)
+
+
+class FunctionWalker:
+    """Walks one function's statements in order, labelling names and recording sites."""
+
+    def __init__(self, module: ModuleAnalyzer, func: FunctionInfo, report: bool) -> None:
+        self.m = module
+        self.func = func
+        self.report = report
+        self.env: dict[str, Label] = {}
+        self.sites: list[Site] = []
+        self.returns: list[Label] = []
+        self.self_assignments: dict[str, list[Label]] = {}
+        self.pending: dict[str, int] = {}  # buffer -> line of its unsynchronised async copy
+        self.allowed = 0  # inside a sync-allowed `with` block
+        self.async_copy_line: int | None = None  # set by `.to("cpu", non_blocking=True)`
+        cls = func.cls
+        args = func.node.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            if cls is not None and arg.arg == "device" and cls.on_cuda:
+                self.env[arg.arg] = Label(DEV_CUDA, f"the device of {cls.name}")
+
+    # Plumbing -----------------------------------------------------------------------
+    def site(self, code: str, node: ast.AST, what: str, label: Label) -> None:
+        """Record a site (in the reporting pass, outside sync-allowed blocks)."""
+        if not self.report or (self.allowed and code != "RB106"):
+            return
+        self.sites.append(Site(code, node.lineno, node.col_offset + 1,
+                               getattr(node, "end_lineno", None) or node.lineno,
+                               (getattr(node, "end_col_offset", None) or node.col_offset) + 1,
+                               self.func.qualname, what, label))
+
+    def run(self) -> None:
+        """Walk the function body."""
+        self.block(self.func.node.body)
+
+    def block(self, body: list[ast.stmt]) -> None:
+        """Walk statements in order."""
+        for stmt in body:
+            self.stmt(stmt)
+
+    def bind(self, target: ast.expr, label: Label, value: ast.expr | None = None) -> None:
+        """Give an assignment target the label of what is assigned."""
+        if isinstance(target, ast.Name):
+            self.env[target.id] = label
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                and target.value.id == "self":
+            self.self_assignments.setdefault(target.attr, []).append(label)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                for t, v in zip(target.elts, value.elts):
+                    self.bind(t, self.label(v), v)
+            else:
+                # Unpacking a CUDA result (torch.split, topk, a module's outputs) gives CUDA parts.
+                part = label if label.kind in (CUDA, CPU) else UNKNOWN_L
+                for t in target.elts:
+                    self.bind(t.value if isinstance(t, ast.Starred) else t, part)
+        elif isinstance(target, ast.Subscript):
+            self.label(target.value, write=True)
+            self.label(target.slice)
+
+    # Statements ---------------------------------------------------------------------
+    def stmt(self, node: ast.stmt) -> None:
+        """Walk one statement."""
+        if isinstance(node, ast.Assign):
+            self.async_copy_line = None
+            label = self.label(node.value)
+            for target in node.targets:
+                self.bind(target, label, node.value)
+                key = _root_key(target)
+                if self.async_copy_line is not None and key:
+                    self.pending[key] = self.async_copy_line
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.bind(node.target, self.label(node.value), node.value)
+            elif isinstance(node.target, ast.Attribute) and self._names_module(node.annotation):
+                self.bind(node.target, Label(MODULE, f"annotated {ast.unparse(node.annotation)}"))
+        elif isinstance(node, ast.AugAssign):
+            label = combine([self.label(node.target), self.label(node.value)])
+            if isinstance(node.target, ast.Name):
+                self.env[node.target.id] = label
+        elif isinstance(node, ast.Return):
+            if node.value is not None:
+                self.returns.append(self.label(node.value))
+        elif isinstance(node, (ast.If, ast.While)):
+            self.condition(node.test)
+            self.block(node.body)
+            self.block(node.orelse)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            iterable = self.label(node.iter, read=True)
+            self.bind(node.target, iterable if iterable.kind == CUDA else UNKNOWN_L)
+            self.block(node.body)
+            self.block(node.orelse)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            allowed = any(self._sync_allowed(item.context_expr) for item in node.items)
+            for item in node.items:
+                label = self.label(item.context_expr)
+                if item.optional_vars is not None:
+                    self.bind(item.optional_vars, label)
+            self.allowed += allowed
+            self.block(node.body)
+            self.allowed -= allowed
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            self.block(node.body)
+            for handler in node.handlers:
+                self.block(handler.body)
+            self.block(node.orelse)
+            self.block(node.finalbody)
+        elif isinstance(node, ast.Match):
+            self.label(node.subject)
+            for case in node.cases:
+                self.block(case.body)
+        elif isinstance(node, ast.Assert):
+            self.condition(node.test)
+        elif isinstance(node, ast.Expr):
+            self.label(node.value)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # A closure runs where it is called: walk it with what it can see now.
+            saved = dict(self.env), dict(self.pending)
+            self.block(node.body)
+            self.env, self.pending = saved
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.env.pop(target.id, None)
+        else:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.label(child)
+
+    def _sync_allowed(self, expr: ast.expr) -> bool:
+        target = expr.func if isinstance(expr, ast.Call) else expr
+        qual = self.m.names.qualify(target) or ""
+        return _matches(qual.rsplit(".", 1)[-1], self.m.packs.sync_allowed_contexts)
+
+    def _names_module(self, annotation: ast.expr) -> bool:
+        qual = self.m.names.qualify(annotation) or ""
+        last = qual.rsplit(".", 1)[-1]
+        return qual == "torch.nn.Module" or _matches(last, self.m.packs.module_classes)
+
+    def condition(self, test: ast.expr) -> None:
+        """A test that Python needs as a bool: a CUDA tensor there is a sync."""
+        if isinstance(test, ast.BoolOp):
+            for value in test.values:
+                self.condition(value)
+            return
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            self.condition(test.operand)
+            return
+        label = self.label(test)
+        if label.kind == CUDA:
+            kind = "a comparison of a CUDA tensor" if isinstance(test, ast.Compare) \
+                else f"the CUDA tensor `{_short(test)}`"
+            self.site("RB104", test, f"{kind} used as a condition", label)
+
+    # Expressions --------------------------------------------------------------------
+    def label(self, node: ast.expr, read: bool = False, write: bool = False) -> Label:
+        """The label of an expression; records the sites inside it."""
+        if read or not write:
+            self._check_pending_read(node, read)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, str):
+                if node.value.startswith("cuda"):
+                    return Label(DEV_CUDA, f"the device {node.value!r}")
+                if node.value == "cpu":
+                    return Label(DEV_CPU, "the device 'cpu'")
+            return VALUE_L
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant)
+                           and isinstance(v.value, str))
+            if text.startswith("cuda"):
+                return Label(DEV_CUDA, "a 'cuda:N' device")
+            return VALUE_L
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.expr):
+                    self.label(child)
+            return VALUE_L
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for gen in node.generators:
+                self.label(gen.iter, read=True)
+            return VALUE_L
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, UNKNOWN_L)
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node, write)
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, ast.BinOp):
+            return combine([self.label(node.left), self.label(node.right)])
+        if isinstance(node, ast.UnaryOp):
+            operand = self.label(node.operand)
+            if isinstance(node.op, ast.Not):
+                return VALUE_L
+            return operand.but(boolean=isinstance(node.op, ast.Invert) and operand.boolean)
+        if isinstance(node, ast.Compare):
+            labels = [self.label(node.left), *(self.label(c) for c in node.comparators)]
+            if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+                return VALUE_L
+            result = combine(labels)
+            return result.but(boolean=True) if result.kind in (CUDA, CPU) else result
+        if isinstance(node, ast.BoolOp):
+            for value in node.values:
+                label = self.label(value)
+                if label.kind == CUDA:
+                    self.site("RB104", node, f"`{_short(value)}` (a CUDA tensor) in a boolean "
+                              "operator", label)
+            return UNKNOWN_L
+        if isinstance(node, ast.IfExp):
+            self.condition(node.test)
+            return combine([self.label(node.body), self.label(node.orelse)])
+        if isinstance(node, ast.Starred):
+            return self.label(node.value)
+        if isinstance(node, ast.NamedExpr):
+            label = self.label(node.value)
+            self.env[node.target.id] = label
+            return label
+        if isinstance(node, ast.Await):
+            self.label(node.value)
+            return UNKNOWN_L
+        if isinstance(node, ast.Lambda):
+            return VALUE_L
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.label(child)
+        return UNKNOWN_L
+
+    def _attribute(self, node: ast.Attribute) -> Label:
+        base_node = node.value
+        if isinstance(base_node, ast.Name) and base_node.id == "self" and self.func.cls:
+            cls = self.func.cls
+            for klass in self.m._mro(cls):
+                if node.attr in klass.attrs:
+                    label = klass.attrs[node.attr]
+                    return label
+            if node.attr == "device" and cls.on_cuda:
+                return Label(DEV_CUDA, f"the device of {cls.name}")
+            return UNKNOWN_L
+        qual = self.m.names.qualify(node)
+        if qual and qual.startswith("torch.") and qual.count(".") >= 1 and \
+                not isinstance(base_node, ast.Call) and qual.split(".")[0] == "torch":
+            return VALUE_L  # torch.float16, torch.cuda, ...
+        base = self.label(base_node)
+        if node.attr in VALUE_ATTRIBUTES:
+            return VALUE_L
+        if node.attr == "device":
+            if base.kind == CUDA:
+                return Label(DEV_CUDA, f"the device of {_short(base_node)}")
+            if base.kind == CPU:
+                return Label(DEV_CPU, f"the device of {_short(base_node)}")
+            return UNKNOWN_L
+        if base.kind in (CUDA, CPU) and (node.attr in SAME_ATTRIBUTES or base.kind == CUDA):
+            return base
+        if base.kind == MODULE:
+            return base  # a submodule or a bound method of a module
+        return UNKNOWN_L
+
+    def _subscript(self, node: ast.Subscript, write: bool) -> Label:
+        base = self.label(node.value, write=write)
+        index = self.label(node.slice)
+        if base.kind == CUDA and index.kind == CUDA and index.boolean:
+            self.site("RB104", node, f"boolean-mask indexing `{_short(node)}` (the result's "
+                      "size depends on the data)", base)
+        if base.kind == VALUE and index.kind == CUDA and not isinstance(node.ctx, ast.Store):
+            self.site("RB104", node, f"indexing a Python container with the CUDA tensor "
+                      f"`{_short(node.slice)}` (calls `__index__`)", index)
+        if base.kind in (CUDA, CPU):
+            return base.but(boolean=False)
+        return UNKNOWN_L
+
+    def _check_pending_read(self, node: ast.expr, read: bool) -> None:
+        """A host read of a buffer whose async copy nobody waited for: RB106."""
+        if not self.pending:
+            return
+        is_read = read or isinstance(node, ast.Subscript) or (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("tolist", "numpy", "item", "__array__"))
+        if not is_read:
+            return
+        key = _root_key(node)
+        if key in self.pending:
+            line = self.pending.pop(key)
+            self.site("RB106", node, f"`{key}` is read on the host before the non_blocking "
+                      f"copy into it (line {line}) is waited for",
+                      Label(CPU, f"filled by a non_blocking copy at line {line}"))
+
+    def _call(self, node: ast.Call) -> Label:
+        func = node.func
+        qual = self.m.names.qualify(func) or ""
+        if isinstance(func, ast.Attribute):
+            method = func.attr
+            if method == "copy_":
+                receiver = self.label(func.value, write=True)
+            elif qual.startswith("torch.") and not isinstance(func.value, ast.Call):
+                receiver = VALUE_L
+            else:
+                receiver = self.label(func.value)
+        else:
+            method, receiver = "", UNKNOWN_L
+        args = [self.label(a) for a in node.args]
+        kwargs = {k.arg: self.label(k.value) for k in node.keywords}
+
+        if qual.startswith("torch."):
+            return self._torch_call(node, qual, args, kwargs)
+        if qual.startswith(("numpy.", "math.")) or qual in ("list", "tuple", "dict", "set",
+                                                             "str", "sum", "min", "max",
+                                                             "range", "enumerate", "zip",
+                                                             "sorted", "abs", "round"):
+            if qual in ("list", "tuple", "sorted") and node.args:
+                self._check_pending_read(node.args[0], read=True)
+            return VALUE_L
+        if qual in ("bool", "int", "float") and len(node.args) == 1 and args[0].kind == CUDA:
+            self.site("RB104", node, f"`{qual}()` of the CUDA tensor `{_short(node.args[0])}`",
+                      args[0])
+            return VALUE_L
+        if qual in ("bool", "int", "float", "len", "isinstance", "hasattr", "getattr", "id",
+                    "repr", "print", "format"):
+            return VALUE_L
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id == "self" and self.func.cls is not None:
+            # self.x(...): a method of the class, or an attribute holding a module.
+            callee = self.m.method(self.func.cls, func.attr)
+            if callee is not None:
+                return self.m.return_label(callee)
+            if self._attribute(func).kind == MODULE:
+                return Label(CUDA, f"output of {_short(func)} at line {node.lineno}")
+            return UNKNOWN_L
+        if method and receiver.kind in (CUDA, CPU, UNKNOWN):
+            result = self._tensor_method(node, method, receiver, args, kwargs)
+            if result is not None:
+                return result
+        if method and receiver.kind == STREAM and method == "synchronize":
+            self.pending.clear()
+            self.site("RB105", node, f"`{_short(func)}()` waits for every kernel on the stream",
+                      Label(STREAM, receiver.why))
+            return VALUE_L
+        if method and receiver.kind == EVENT:
+            if method == "synchronize":
+                self.pending.clear()
+            return VALUE_L
+        if method == "synchronize":
+            self.pending.clear()  # whatever it is, it waits: later reads are safe
+        # Calls of nn.Module objects (and their methods) run on the model's device.
+        if receiver.kind == MODULE or (not method and self.label(func).kind == MODULE):
+            source = _short(func)
+            return Label(CUDA, f"output of {source} at line {node.lineno}")
+        if isinstance(func, ast.Name):
+            callee = self.m.functions.get(func.id)
+            if callee is not None:
+                return self.m.return_label(callee)
+            if _matches(func.id, self.m.packs.module_classes) and func.id[:1].isupper():
+                return Label(MODULE, f"{func.id}()")
+            if _matches(func.id, self.m.packs.module_factories):
+                return Label(MODULE, f"{func.id}()")
+        if isinstance(func, ast.Attribute):
+            last = qual.rsplit(".", 1)[-1]
+            if last[:1].isupper() and _matches(last, self.m.packs.module_classes):
+                return Label(MODULE, f"{last}()")
+            if _matches(qual, self.m.packs.module_factories) and not method == "to":
+                return Label(MODULE, f"{qual}()")
+        return UNKNOWN_L
+
+    def _device_of(self, node: ast.Call, args: list[Label], kwargs: dict[str, Label],
+                   position: int | None) -> Label | None:
+        if "device" in kwargs:
+            return kwargs["device"]
+        if position is not None and len(args) > position:
+            return args[position]
+        return None
+
+    def _torch_call(self, node: ast.Call, qual: str, args: list[Label],
+                    kwargs: dict[str, Label]) -> Label:
+        name = qual.rsplit(".", 1)[-1]
+        if qual in ("torch.cuda.synchronize", "torch.accelerator.synchronize",
+                    "torch.cuda.current_stream().synchronize",
+                    "torch.cuda.default_stream().synchronize",
+                    "torch.accelerator.current_stream().synchronize"):
+            self.pending.clear()
+            self.site("RB105", node, f"`{ast.unparse(node.func)}()` waits for all GPU work",
+                      Label(STREAM, "a device-wide synchronisation"))
+            return VALUE_L
+        if qual in ("torch.cuda.Event", "torch.Event"):
+            return Label(EVENT, f"torch.cuda.Event at line {node.lineno}")
+        if qual in ("torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream",
+                    "torch.Stream", "torch.accelerator.current_stream"):
+            return Label(STREAM, f"{qual} at line {node.lineno}")
+        if qual in ("torch.device",):
+            return args[0] if args and args[0].kind in (DEV_CUDA, DEV_CPU) else UNKNOWN_L
+        if qual.startswith("torch.cuda.") or qual.startswith("torch.accelerator."):
+            if name in ("current_device",):
+                return Label(DEV_CUDA, "the current CUDA device")
+            return VALUE_L
+        if qual == "torch.from_numpy":
+            return Label(CPU, f"torch.from_numpy at line {node.lineno}")
+        if name in TORCH_FACTORIES:
+            if _is_true(_kw(node, "pin_memory")):
+                return Label(CPU, f"a pinned host buffer (line {node.lineno})")
+            device = self._device_of(node, args, kwargs, None)
+            if device is not None:
+                if device.kind == DEV_CUDA:
+                    return Label(CUDA, f"allocated on {device.why or 'a CUDA device'} at line "
+                                       f"{node.lineno}")
+                if device.kind == DEV_CPU:
+                    return Label(CPU, f"allocated on the CPU at line {node.lineno}")
+                if device.kind in (CUDA, CPU):  # device=other_tensor.device spelled oddly
+                    return device
+                return UNKNOWN_L
+            if name.endswith("_like") and args:
+                return args[0]
+            return Label(CPU, f"{qual} without a device is on the CPU")
+        if name in DATA_DEPENDENT or (name == "where" and len(node.args) == 1):
+            tensor = combine(args[:1])
+            if tensor.kind == CUDA:
+                self.site("RB104", node, f"`{qual}` on a CUDA tensor (its output size depends "
+                          "on the data)", tensor)
+            return tensor
+        if name == "repeat_interleave" and len(args) >= 2 and args[1].kind == CUDA and \
+                _kw(node, "output_size") is None:
+            self.site("RB104", node, "`torch.repeat_interleave` with tensor repeats and no "
+                      "`output_size`", args[1])
+        if name in ("is_tensor", "numel", "is_floating_point", "get_default_dtype",
+                    "is_grad_enabled", "compile", "no_grad", "inference_mode", "set_grad_enabled"):
+            return VALUE_L
+        if name in ("eq", "ne", "lt", "gt", "le", "ge", "isin", "logical_and", "logical_or",
+                    "logical_not", "isnan", "isinf", "isfinite"):
+            result = combine(args)
+            return result.but(boolean=True) if result.kind in (CUDA, CPU) else result
+        result = combine([*args, *kwargs.values()])
+        if result.kind == CUDA and "device" not in kwargs:
+            return result.but(f"computed by {qual} from {result.why}" if not
+                              result.why.startswith("computed by") else result.why)
+        return result
+
+    def _tensor_method(self, node: ast.Call, method: str, receiver: Label, args: list[Label],
+                       kwargs: dict[str, Label]) -> Label | None:
+        recv = _short(node.func.value)  # type: ignore[attr-defined]
+        non_blocking = _is_true(_kw(node, "non_blocking")) or (
+            method in ("to", "copy_") and len(node.args) >= 2 and _is_true(node.args[-1]))
+        if method == "tolist":
+            self.site("RB101", node, f"`.tolist()` on `{recv}`", receiver)
+            return VALUE_L
+        if method == "item":
+            self.site("RB102", node, f"`.item()` on `{recv}`", receiver)
+            return VALUE_L
+        if method == "cpu":
+            self.site("RB103", node, f"`.cpu()` on `{recv}`", receiver)
+            return Label(CPU, f".cpu() at line {node.lineno}") if receiver.kind != UNKNOWN \
+                else UNKNOWN_L
+        if method == "numpy":
+            self.site("RB103", node, f"`.numpy()` on `{recv}`", receiver)
+            return VALUE_L
+        if method == "cuda":
+            return Label(CUDA, f"moved with .cuda() at line {node.lineno}")
+        if method == "pin_memory":
+            return Label(CPU, f"pinned at line {node.lineno}")
+        if method == "to":
+            target = self._device_of(node, args, kwargs, 0)
+            if target is None:
+                return receiver
+            if target.kind in (DEV_CUDA, CUDA):
+                return Label(CUDA, f"moved to {target.why or 'the GPU'} at line {node.lineno}")
+            if target.kind in (DEV_CPU, CPU):
+                if receiver.kind == CUDA and non_blocking:
+                    self.async_copy_line = node.lineno
+                    return Label(CPU, f"non_blocking copy at line {node.lineno}")
+                self.site("RB103", node, f"`.to(...)` of `{recv}` to the CPU without "
+                          "`non_blocking=True`", receiver)
+                return Label(CPU, f"copied to the CPU at line {node.lineno}")
+            return receiver
+        if method == "copy_":
+            source = args[0] if args else UNKNOWN_L
+            if receiver.kind == CPU and source.kind in (CUDA, UNKNOWN):
+                if non_blocking:
+                    if source.kind == CUDA:
+                        key = _root_key(node.func.value)  # type: ignore[attr-defined]
+                        if key:
+                            self.pending[key] = node.lineno
+                else:
+                    self.site("RB103", node, f"`.copy_()` of `{_short(node.args[0])}` into the "
+                              f"host tensor `{recv}` without `non_blocking=True`", source)
+            return receiver
+        if receiver.kind == UNKNOWN:
+            return None if method not in TENSOR_TO_VALUE_METHODS else VALUE_L
+        if method in DATA_DEPENDENT:
+            if receiver.kind == CUDA:
+                self.site("RB104", node, f"`.{method}()` on `{recv}` (its output size depends "
+                          "on the data)", receiver)
+            return receiver.but(boolean=False)
+        if method == "repeat_interleave" and args and args[0].kind == CUDA and \
+                _kw(node, "output_size") is None and receiver.kind == CUDA:
+            self.site("RB104", node, "`.repeat_interleave()` with tensor repeats and no "
+                      "`output_size`", receiver)
+        if method == "synchronize":
+            return None
+        if method in TENSOR_TO_VALUE_METHODS:
+            return VALUE_L
+        if method in BOOLEAN_METHODS:
+            return receiver.but(boolean=True)
+        if method in ("float", "half", "bfloat16", "long", "int", "double", "short", "byte",
+                      "char"):
+            return receiver.but(boolean=False)
+        return receiver
+
+
+def analyze(tree: ast.Module, packs: PackData) -> GpuAnalysis:
+    """The :class:`GpuAnalysis` of a module."""
+    return ModuleAnalyzer(tree, packs).analyze()

@@ -1,0 +1,66 @@
+"""RB106 unsynchronised-async-copy."""
+
+from reviewbot.rule import Invalid, Valid
+from reviewbot.rules._sync import SyncRule
+
+_INIT = ("import torch\nclass R:\n    def __init__(self):\n"
+         "        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)\n"
+         "        self.event = torch.cuda.Event()\n"
+         "    def read(self, n):\n        ids = torch.zeros((n, 1), device='cuda')\n"
+         "        self.pinned[:n].copy_(ids, non_blocking=True)\n")
+
+
+class UnsynchronisedAsyncCopy(SyncRule):
+    """A `non_blocking=True` copy to the host read before anything waits for it.
+
+    ## What it does
+    Finds a `non_blocking=True` copy from a CUDA tensor into host memory
+    (`host.copy_(cuda, non_blocking=True)`, `cuda.to("cpu", non_blocking=True)`) whose
+    destination is then read on the host (`.tolist()`, `.numpy()`, `.item()`, indexing,
+    iteration) with no `event.synchronize()`, stream sync or device sync in between.
+    Reported everywhere, hot path or not: it is a correctness bug.
+
+    ## Why is this bad?
+    The copy is only queued: the host reads whatever the buffer held before, silently.
+    It passes tests on an idle GPU and returns stale token ids under load.
+
+    ## Example
+    ```python
+    self.pinned[:n].copy_(ids, non_blocking=True)
+    return self.pinned[:n].tolist()
+    ```
+
+    ## Use instead
+    ```python
+    self.pinned[:n].copy_(ids, non_blocking=True)
+    self.transfer_event.record()
+    self.transfer_event.synchronize()
+    return self.pinned[:n].tolist()
+    ```
+
+    ## Options
+    None.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "RB106"
+    name = "unsynchronised-async-copy"
+    summary = "A non_blocking copy to the host read before anything waits for it"
+    consequence = ("the copy may not have landed, so the host reads stale data; record a "
+                   "torch.cuda.Event after the copy and call event.synchronize() before "
+                   "reading")
+    hot_only = False
+    sync_words = ("non_blocking",)
+    VALID = [
+        Valid(_INIT + "        self.event.record()\n        self.event.synchronize()\n"
+                      "        return self.pinned[:n].tolist()\n"),
+        Valid(_INIT + "        torch.cuda.synchronize()\n        return self.pinned[:n].tolist()\n"),
+    ]
+    INVALID = [
+        Invalid(_INIT + "        return self.pinned[:n].tolist()\n", line=9,
+                message_contains="before the non_blocking copy into it (line 8)"),
+        Invalid("import torch\ndef f(x):\n    y = x.cuda().to('cpu', non_blocking=True)\n"
+                "    return y[0]\n", line=4),
+    ]
