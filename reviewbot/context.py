@@ -57,7 +57,12 @@ class FileContext:
             from reviewbot.analysis.gpu import analyze
             from reviewbot.packs import PackData
 
-            self._gpu = analyze(self.ast_tree, self.packs or PackData())
+            try:
+                self._gpu = analyze(self.ast_tree, self.packs or PackData(), self.text)
+            except Exception as exc:  # every rule that asks gets the same error, computed once
+                self._gpu = exc
+        if isinstance(self._gpu, Exception):
+            raise self._gpu
         return self._gpu
 
     @property

@@ -18,8 +18,10 @@ LibCST, which keeps the RB1xx family cheap enough to run on every commit):
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
+from functools import lru_cache
 from typing import Iterable, Iterator
 
 from reviewbot.packs import PackData
@@ -45,6 +47,21 @@ class Label:
 
 UNKNOWN_L = Label(UNKNOWN)
 VALUE_L = Label(VALUE)
+NONE_L = Label(VALUE, "None")  # a placeholder, later replaced by the real value
+
+
+def merge(labels: list[Label]) -> Label:
+    """One label for a name assigned in several places.
+
+    Placeholders (None) and assignments we know nothing about do not count against the
+    others; known kinds that disagree make it unknown.
+    """
+    known = [label for label in labels if label.kind != UNKNOWN and label is not NONE_L
+             and label != NONE_L]
+    if not known:
+        return VALUE_L if labels and all(label == NONE_L for label in labels) else UNKNOWN_L
+    kinds = {label.kind for label in known}
+    return known[0] if len(kinds) == 1 else UNKNOWN_L
 
 TORCH_FACTORIES = {
     "zeros", "ones", "empty", "full", "arange", "range", "rand", "randn", "randint",
@@ -81,13 +98,47 @@ class Site:
     label: Label  # the tensor's label (its why says why it is on the GPU)
 
 
+_SELF_ATTR = re.compile(r"\bself\.(\w+)")
+_SELF_WRITE = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]+)?=(?!=)")
+_CALL = re.compile(r"(?<![\w.])(\w+)\s*\(|\b(?:self|cls)\.(\w+)\s*\(|super\(\)\.(\w+)\s*\(")
+
+
 @dataclass
+class Summary:
+    """Facts about a function body read off its source text (far cheaper than a walk).
+
+    They only choose what to analyse: a name found in a comment costs a little time,
+    never a finding.
+    """
+
+    called: set[str]  # names called as f(...), self.f(...), cls.f(...), super().f(...)
+    self_reads: set[str]
+    self_writes: set[str]
+
+    @classmethod
+    def of(cls, text: str) -> "Summary":
+        """Scan the source text of a function."""
+        called = {a or b or c for a, b, c in _CALL.findall(text)}
+        return cls(called, set(_SELF_ATTR.findall(text)), set(_SELF_WRITE.findall(text)))
+
+
+@dataclass(eq=False)
 class FunctionInfo:
     """A function or method of the module."""
 
     qualname: str
     node: ast.FunctionDef | ast.AsyncFunctionDef
     cls: "ClassInfo | None"
+    lines: list[str] = field(default_factory=list, repr=False)  # the module's source lines
+    _summary: "Summary | None" = None
+
+    @property
+    def summary(self) -> "Summary":
+        """Calls and ``self.`` attributes read and written, from the source text."""
+        if self._summary is None:
+            end = self.node.end_lineno or self.node.lineno
+            self._summary = Summary.of("\n".join(self.lines[self.node.lineno - 1:end]))
+        return self._summary
 
     @property
     def name(self) -> str:
@@ -95,7 +146,7 @@ class FunctionInfo:
         return self.node.name
 
 
-@dataclass
+@dataclass(eq=False)
 class ClassInfo:
     """A class of the module with what its instances hold."""
 
@@ -117,10 +168,21 @@ class GpuAnalysis:
     functions: dict[str, FunctionInfo]
 
 
-def _matches(qualname: str, patterns: Iterable[str]) -> bool:
-    name = qualname.rsplit(".", 1)[-1]
-    return any(fnmatchcase(qualname, p) or ("." not in p and fnmatchcase(name, p))
-               for p in patterns)
+@lru_cache(maxsize=256)
+def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    """One regex for the qualified-name patterns, one for the dotless (bare name) ones."""
+    full = [fnmatch.translate(p) for p in patterns]
+    bare = [fnmatch.translate(p) for p in patterns if "." not in p]
+    return (re.compile("|".join(full)) if full else None,
+            re.compile("|".join(bare)) if bare else None)
+
+
+def _matches(qualname: str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``qualname`` (or, for a pattern without a dot, its last part) matches."""
+    full, bare = _compiled(patterns)
+    if full is not None and full.match(qualname):
+        return True
+    return bare is not None and bare.match(qualname.rsplit(".", 1)[-1]) is not None
 
 
 def trigger_words(packs: PackData) -> tuple[str, ...]:
@@ -142,17 +204,31 @@ class Names:
 
     def __init__(self, tree: ast.Module) -> None:
         self.aliases: dict[str, str] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        self.aliases[alias.asname] = alias.name
-                    else:
-                        top = alias.name.split(".", 1)[0]
-                        self.aliases[top] = top
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        self.scan(tree.body)
+
+    def scan(self, body: list[ast.stmt]) -> None:
+        """Record the imports of a block (and of the if/try blocks in it)."""
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.add(node)
+            elif isinstance(node, (ast.If, ast.Try)):
+                for attr in ("body", "orelse", "finalbody"):
+                    self.scan(getattr(node, attr, []) or [])
+                for handler in getattr(node, "handlers", []) or []:
+                    self.scan(handler.body)
+
+    def add(self, node: ast.Import | ast.ImportFrom) -> None:
+        """Record one import statement."""
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    self.aliases[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    self.aliases[top] = top
+        elif node.module and not node.level:
+            for alias in node.names:
+                self.aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
     def qualify(self, expr: ast.expr) -> str | None:
         """``torch.cuda.synchronize`` for ``t.cuda.synchronize`` after ``import torch as t``."""
@@ -191,6 +267,13 @@ def _root_key(expr: ast.expr) -> str | None:
 
 
 def _short(expr: ast.expr) -> str:
+    parts: list[str] = []
+    node = expr
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):  # the common case, without the cost of ast.unparse
+        return ".".join([node.id, *reversed(parts)])
     text = ast.unparse(expr)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -220,13 +303,19 @@ def combine(labels: Iterable[Label]) -> Label:
 class ModuleAnalyzer:
     """Builds the :class:`GpuAnalysis` of one module."""
 
-    def __init__(self, tree: ast.Module, packs: PackData) -> None:
+    def __init__(self, tree: ast.Module, packs: PackData,
+                 non_blocking_lines: Iterable[int] = (), text: str = "") -> None:
         self.tree = tree
+        self.lines = text.splitlines()
+        # Lines that spell non_blocking: only functions holding one can hold an RB106 site.
+        self.non_blocking_lines = tuple(non_blocking_lines)
         self.packs = packs
         self.names = Names(tree)
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
         self._returns: dict[str, Label] = {}
+        # function qualname -> parameter -> label, from the module's own call sites
+        self.params: dict[str, dict[str, Label]] = {}
         self._returns_active: set[str] = set()
         self._index(tree.body, None, "")
         for cls in self.classes.values():
@@ -241,7 +330,7 @@ class ModuleAnalyzer:
                 self.classes.setdefault(node.name, info)
                 self._index(node.body, info, prefix + node.name + ".")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                info_f = FunctionInfo(prefix + node.name, node, cls)
+                info_f = FunctionInfo(prefix + node.name, node, cls, self.lines)
                 self.functions[info_f.qualname] = info_f
                 if cls is not None:
                     cls.methods.setdefault(node.name, info_f)
@@ -297,22 +386,15 @@ class ModuleAnalyzer:
 
     def callees(self, func: FunctionInfo) -> Iterator[FunctionInfo]:
         """Functions of this module that ``func`` calls (directly or through ``self``)."""
-        for node in ast.walk(func.node):
-            if not isinstance(node, ast.Call):
-                continue
-            target = node.func
-            if isinstance(target, ast.Name):
-                callee = self.functions.get(target.id)
+        for name in sorted(func.summary.called):
+            if func.cls is not None:
+                callee = self.method(func.cls, name)
                 if callee is not None:
                     yield callee
-            elif isinstance(target, ast.Attribute) and func.cls is not None:
-                base = target.value
-                if (isinstance(base, ast.Name) and base.id in ("self", "cls")) or (
-                        isinstance(base, ast.Call) and isinstance(base.func, ast.Name)
-                        and base.func.id == "super"):
-                    callee = self.method(func.cls, target.attr)
-                    if callee is not None:
-                        yield callee
+                    continue
+            callee = self.functions.get(name)
+            if callee is not None:
+                yield callee
 
     def hot_paths(self) -> dict[str, list[str]]:
         """Each hot function with the shortest chain of calls from an entry point."""
@@ -334,55 +416,91 @@ class ModuleAnalyzer:
         return chains
 
     # Devices --------------------------------------------------------------------------
-    def prepare_classes(self) -> None:
-        """Label each class's ``self.`` attributes from every method's assignments."""
-        for _ in range(2):  # attributes assigned from other attributes settle in two rounds
-            for cls in self.classes.values():
-                seen: dict[str, list[Label]] = {}
-                methods = sorted(cls.methods.values(), key=lambda f: f.name != "__init__")
-                for func in methods:
-                    walker = FunctionWalker(self, func, report=False)
-                    walker.run()
-                    for attr, labels in walker.self_assignments.items():
-                        seen.setdefault(attr, []).extend(labels)
-                for attr, labels in seen.items():
-                    kinds = {label.kind for label in labels}
-                    cls.attrs[attr] = labels[0] if len(kinds) == 1 else UNKNOWN_L
+    def prepare_classes(self, funcs: list[FunctionInfo]) -> None:
+        """Label the ``self.`` attributes that ``funcs`` read, from the assignments to them
+        in every method of their classes (and base classes)."""
+        wanted: dict[ClassInfo, set[str]] = {}
+        for func in funcs:
+            if func.cls is None:
+                continue
+            for klass in self._mro(func.cls):
+                wanted.setdefault(klass, set()).update(func.summary.self_reads)
+        writers: list[tuple[ClassInfo, FunctionInfo]] = []
+        for cls, names in wanted.items():
+            for method in sorted(cls.methods.values(), key=lambda f: f.name != "__init__"):
+                if method.summary.self_writes & names:
+                    writers.append((cls, method))
+        # One round: within a method, an attribute assigned earlier is seen by later lines.
+        seen: dict[ClassInfo, dict[str, list[Label]]] = {}
+        for cls, method in writers:
+            walker = FunctionWalker(self, method, report=False)
+            walker.run()
+            for attr, labels in walker.self_assignments.items():
+                seen.setdefault(cls, {}).setdefault(attr, []).extend(labels)
+        for cls, attrs in seen.items():
+            for attr, labels in attrs.items():
+                cls.attrs[attr] = merge(labels)
+        self._returns.clear()
 
-    def return_label(self, func: FunctionInfo) -> Label:
-        """The label of what ``func`` returns (unknown when its returns disagree)."""
-        if func.qualname in self._returns:
-            return self._returns[func.qualname]
-        if func.qualname in self._returns_active:
+    def return_label(self, func: FunctionInfo, passed: dict[str, Label] | None = None) -> Label:
+        """The label of what ``func`` returns when called with ``passed`` (unknown when its
+        returns disagree)."""
+        cuda_args = {k: v for k, v in (passed or {}).items() if v.kind == CUDA}
+        key = (func.qualname, tuple(sorted(cuda_args)))
+        if key in self._returns:
+            return self._returns[key]
+        if key in self._returns_active:
             return UNKNOWN_L
-        self._returns_active.add(func.qualname)
-        walker = FunctionWalker(self, func, report=False)
+        self._returns_active.add(key)
+        walker = FunctionWalker(self, func, report=False, seed=cuda_args)
         walker.run()
-        self._returns_active.discard(func.qualname)
+        self._returns_active.discard(key)
         labels = walker.returns
         kinds = {label.kind for label in labels}
         result = labels[0] if labels and len(kinds) == 1 else UNKNOWN_L
         if result.kind == CUDA:
             result = result.but(f"returned by {func.qualname}() ({result.why})")
-        self._returns[func.qualname] = result
+        self._returns[key] = result
         return result
 
     def analyze(self) -> GpuAnalysis:
-        """Hot paths and sites of the whole module."""
+        """Hot paths and sites of the whole module.
+
+        Only what can hold a finding is walked: hot functions (RB101-RB105) and functions
+        that make a ``non_blocking`` copy (RB106), with the attributes of their classes.
+        Hot functions are walked callers first, so that each one's parameters are labelled
+        by what its callers pass (when every call site agrees) before it is walked.
+        """
         hot = self.hot_paths()
-        self.prepare_classes()
+        async_copiers = [f for f in self.functions.values() if f.qualname not in hot and any(
+            f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)
+            for line in self.non_blocking_lines)]
+        relevant = [self.functions[q] for q in hot] + async_copiers
+        if not relevant:
+            return GpuAnalysis([], hot, self.functions)
+        self.prepare_classes(relevant)
         sites: list[Site] = []
-        for func in self.functions.values():
+        calls: dict[str, dict[str, list[Label]]] = {}
+        for func in relevant:  # hot_paths() lists callers before callees
+            passed = calls.get(func.qualname, {})
+            params = {param: labels[0] for param, labels in passed.items()
+                      if all(label.kind == CUDA for label in labels)}
+            if params:
+                self.params[func.qualname] = params
             walker = FunctionWalker(self, func, report=True)
             walker.run()
             sites.extend(walker.sites)
+            for callee, labels in walker.call_args:
+                for param, label in labels.items():
+                    calls.setdefault(callee, {}).setdefault(param, []).append(label)
         return GpuAnalysis(sites, hot, self.functions)
 
 
 class FunctionWalker:
     """Walks one function's statements in order, labelling names and recording sites."""
 
-    def __init__(self, module: ModuleAnalyzer, func: FunctionInfo, report: bool) -> None:
+    def __init__(self, module: ModuleAnalyzer, func: FunctionInfo, report: bool,
+                 seed: dict[str, Label] | None = None) -> None:
         self.m = module
         self.func = func
         self.report = report
@@ -393,11 +511,35 @@ class FunctionWalker:
         self.pending: dict[str, int] = {}  # buffer -> line of its unsynchronised async copy
         self.allowed = 0  # inside a sync-allowed `with` block
         self.async_copy_line: int | None = None  # set by `.to("cpu", non_blocking=True)`
+        self.call_args: list[tuple[str, dict[str, Label]]] = []
         cls = func.cls
         args = func.node.args
+        passed = seed if seed is not None else module.params.get(func.qualname, {})
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
             if cls is not None and arg.arg == "device" and cls.on_cuda:
                 self.env[arg.arg] = Label(DEV_CUDA, f"the device of {cls.name}")
+            elif arg.arg in passed:
+                label = passed[arg.arg]
+                self.env[arg.arg] = label.but(f"passed by a caller: {label.why}")
+            elif cls is not None and cls.is_module and func.name in \
+                    module.packs.module_entry_points and self._is_tensor_annotation(arg.annotation):
+                self.env[arg.arg] = Label(CUDA, f"an input of {func.qualname}, an nn.Module "
+                                                "whose outputs are taken to be on the GPU")
+
+    def _is_tensor_annotation(self, annotation: ast.expr | None) -> bool:
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            text = annotation.value
+        else:
+            text = ast.unparse(annotation)
+        stripped = text.replace("Optional[", "").replace("]", "").replace(" ", "")
+        for option in stripped.split("|"):
+            qual = self.m.names.aliases.get(option.split(".")[0], option.split(".")[0])
+            full = ".".join([qual, *option.split(".")[1:]])
+            if full in ("torch.Tensor", "torch.tensor.Tensor"):
+                return True
+        return False
 
     # Plumbing -----------------------------------------------------------------------
     def site(self, code: str, node: ast.AST, what: str, label: Label) -> None:
@@ -418,6 +560,18 @@ class FunctionWalker:
         for stmt in body:
             self.stmt(stmt)
 
+    def branches(self, bodies: list[list[ast.stmt]]) -> None:
+        """Walk alternative blocks from the same state, then merge what each assigned."""
+        before = dict(self.env)
+        results = []
+        for body in bodies:
+            self.env = dict(before)
+            self.block(body)
+            results.append(self.env)
+        names = set().union(*results)
+        self.env = {name: merge([env.get(name, before.get(name, UNKNOWN_L)) for env in results])
+                    for name in names}
+
     def bind(self, target: ast.expr, label: Label, value: ast.expr | None = None) -> None:
         """Give an assignment target the label of what is assigned."""
         if isinstance(target, ast.Name):
@@ -425,6 +579,7 @@ class FunctionWalker:
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                 and target.value.id == "self":
             self.self_assignments.setdefault(target.attr, []).append(label)
+            self.env["self." + target.attr] = label
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 for t, v in zip(target.elts, value.elts):
@@ -461,7 +616,10 @@ class FunctionWalker:
         elif isinstance(node, ast.Return):
             if node.value is not None:
                 self.returns.append(self.label(node.value))
-        elif isinstance(node, (ast.If, ast.While)):
+        elif isinstance(node, ast.If):
+            self.condition(node.test)
+            self.branches([node.body, node.orelse])
+        elif isinstance(node, ast.While):
             self.condition(node.test)
             self.block(node.body)
             self.block(node.orelse)
@@ -480,10 +638,7 @@ class FunctionWalker:
             self.block(node.body)
             self.allowed -= allowed
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            self.block(node.body)
-            for handler in node.handlers:
-                self.block(handler.body)
-            self.block(node.orelse)
+            self.branches([node.body + node.orelse, *(h.body for h in node.handlers)])
             self.block(node.finalbody)
         elif isinstance(node, ast.Match):
             self.label(node.subject)
@@ -498,6 +653,8 @@ class FunctionWalker:
             saved = dict(self.env), dict(self.pending)
             self.block(node.body)
             self.env, self.pending = saved
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.m.names.add(node)
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -543,7 +700,7 @@ class FunctionWalker:
                     return Label(DEV_CUDA, f"the device {node.value!r}")
                 if node.value == "cpu":
                     return Label(DEV_CPU, "the device 'cpu'")
-            return VALUE_L
+            return NONE_L if node.value is None else VALUE_L
         if isinstance(node, ast.JoinedStr):
             text = "".join(v.value for v in node.values if isinstance(v, ast.Constant)
                            and isinstance(v.value, str))
@@ -609,6 +766,9 @@ class FunctionWalker:
     def _attribute(self, node: ast.Attribute) -> Label:
         base_node = node.value
         if isinstance(base_node, ast.Name) and base_node.id == "self" and self.func.cls:
+            local = self.env.get("self." + node.attr)
+            if local is not None and local.kind != UNKNOWN:
+                return local
             cls = self.func.cls
             for klass in self.m._mro(cls):
                 if node.attr in klass.attrs:
@@ -702,7 +862,8 @@ class FunctionWalker:
             # self.x(...): a method of the class, or an attribute holding a module.
             callee = self.m.method(self.func.cls, func.attr)
             if callee is not None:
-                return self.m.return_label(callee)
+                return self.m.return_label(
+                    callee, self._record_call(callee, node, args, kwargs, skip_self=True))
             if self._attribute(func).kind == MODULE:
                 return Label(CUDA, f"output of {_short(func)} at line {node.lineno}")
             return UNKNOWN_L
@@ -728,7 +889,8 @@ class FunctionWalker:
         if isinstance(func, ast.Name):
             callee = self.m.functions.get(func.id)
             if callee is not None:
-                return self.m.return_label(callee)
+                return self.m.return_label(
+                    callee, self._record_call(callee, node, args, kwargs, skip_self=False))
             if _matches(func.id, self.m.packs.module_classes) and func.id[:1].isupper():
                 return Label(MODULE, f"{func.id}()")
             if _matches(func.id, self.m.packs.module_factories):
@@ -740,6 +902,21 @@ class FunctionWalker:
             if _matches(qual, self.m.packs.module_factories) and not method == "to":
                 return Label(MODULE, f"{qual}()")
         return UNKNOWN_L
+
+    def _record_call(self, callee: FunctionInfo, node: ast.Call, args: list[Label],
+                     kwargs: dict[str, Label], skip_self: bool) -> dict[str, Label]:
+        """Map a call's arguments to the callee's parameters (kept for propagation)."""
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return {}
+        spec = callee.node.args
+        names = [a.arg for a in (*spec.posonlyargs, *spec.args)]
+        if skip_self and names:
+            names = names[1:]
+        labels = dict(zip(names, args))
+        labels.update({k: v for k, v in kwargs.items() if k is not None})
+        if self.report:
+            self.call_args.append((callee.qualname, labels))
+        return labels
 
     def _device_of(self, node: ast.Call, args: list[Label], kwargs: dict[str, Label],
                    position: int | None) -> Label | None:
@@ -883,6 +1060,8 @@ class FunctionWalker:
         return receiver
 
 
-def analyze(tree: ast.Module, packs: PackData) -> GpuAnalysis:
-    """The :class:`GpuAnalysis` of a module."""
-    return ModuleAnalyzer(tree, packs).analyze()
+def analyze(tree: ast.Module, packs: PackData, text: str = "") -> GpuAnalysis:
+    """The :class:`GpuAnalysis` of a module (``text``: its source, to find RB106 candidates)."""
+    lines = [number for number, line in enumerate(text.splitlines(), start=1)
+             if "non_blocking" in line] if "non_blocking" in text else []
+    return ModuleAnalyzer(tree, packs, lines, text).analyze()
