@@ -22,7 +22,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from reviewbot.packs import PackData
 
@@ -100,7 +100,15 @@ class Site:
 
 _SELF_ATTR = re.compile(r"\bself\.(\w+)")
 _SELF_WRITE = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]+)?=(?!=)")
-_CALL = re.compile(r"(?<![\w.])(\w+)\s*\(|\b(?:self|cls)\.(\w+)\s*\(|super\(\)\.(\w+)\s*\(")
+# Text without which a function holds no site: sync calls, data-dependent ops, tests and
+# comparisons (conditions, masks), and non_blocking copies.
+_CANDIDATE = re.compile(
+    r"\.(?:tolist|item|cpu|numpy|to|copy_|synchronize|nonzero|unique|unique_consecutive|"
+    r"masked_select|argwhere|repeat_interleave|bool|any|all|eq|ne|gt|lt|ge|le|isin)\s*\(|"
+    r"\b(?:bool|int|float|where|nonzero|unique|masked_select|argwhere|repeat_interleave|"
+    r"synchronize)\s*\(|\b(?:if|while|assert|and|or)\b|==|!=|<|(?<!-)>|~|logical_|isnan|"
+    r"isinf|non_blocking")
+_CALL = re.compile(r"(?:\b(?:self|cls)\.|super\(\)\.|(?<![\w.]))(\w+)\s*\(")
 
 
 @dataclass
@@ -111,15 +119,41 @@ class Summary:
     never a finding.
     """
 
-    called: set[str]  # names called as f(...), self.f(...), cls.f(...), super().f(...)
-    self_reads: set[str]
-    self_writes: set[str]
+    text: str
+
+    @property
+    def called(self) -> set[str]:
+        """Names called as f(...), self.f(...), cls.f(...), super().f(...)."""
+        return self._cached("called", lambda: set(_CALL.findall(self.text)))
+
+    @property
+    def candidate(self) -> bool:
+        """Whether the text could hold a site."""
+        def search() -> bool:
+            body = self.text.split(":", 1)[-1] if self.text.lstrip().startswith(
+                ("def", "async")) else self.text
+            return _CANDIDATE.search(body) is not None
+        return self._cached("candidate", search)
+
+    @property
+    def self_reads(self) -> set[str]:
+        """Attributes read (or written) as ``self.x``."""
+        return self._cached("self_reads", lambda: set(_SELF_ATTR.findall(self.text)))
+
+    @property
+    def self_writes(self) -> set[str]:
+        """Attributes assigned as ``self.x = ...``."""
+        return self._cached("self_writes", lambda: set(_SELF_WRITE.findall(self.text)))
+
+    def _cached(self, name: str, compute: Any) -> Any:
+        if name not in self.__dict__:
+            self.__dict__[name] = compute()
+        return self.__dict__[name]
 
     @classmethod
     def of(cls, text: str) -> "Summary":
-        """Scan the source text of a function."""
-        called = {a or b or c for a, b, c in _CALL.findall(text)}
-        return cls(called, set(_SELF_ATTR.findall(text)), set(_SELF_WRITE.findall(text)))
+        """The summary of a function's source text (each fact computed when first asked)."""
+        return cls(text)
 
 
 @dataclass(eq=False)
@@ -463,6 +497,20 @@ class ModuleAnalyzer:
         self._returns[key] = result
         return result
 
+    def _needing_walk(self, hot: list[FunctionInfo]) -> set[str]:
+        """Hot functions that may hold a site, and those that call one (to label its
+        parameters)."""
+        needed = {f.qualname for f in hot if f.summary.candidate}
+        changed = True
+        while changed:
+            changed = False
+            for func in hot:
+                if func.qualname not in needed and any(
+                        c.qualname in needed for c in self.callees(func)):
+                    needed.add(func.qualname)
+                    changed = True
+        return needed
+
     def analyze(self) -> GpuAnalysis:
         """Hot paths and sites of the whole module.
 
@@ -475,7 +523,8 @@ class ModuleAnalyzer:
         async_copiers = [f for f in self.functions.values() if f.qualname not in hot and any(
             f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)
             for line in self.non_blocking_lines)]
-        relevant = [self.functions[q] for q in hot] + async_copiers
+        needed = self._needing_walk([self.functions[q] for q in hot])
+        relevant = [self.functions[q] for q in hot if q in needed] + async_copiers
         if not relevant:
             return GpuAnalysis([], hot, self.functions)
         self.prepare_classes(relevant)
@@ -692,8 +741,15 @@ class FunctionWalker:
     # Expressions --------------------------------------------------------------------
     def label(self, node: ast.expr, read: bool = False, write: bool = False) -> Label:
         """The label of an expression; records the sites inside it."""
-        if read or not write:
+        if self.pending and (read or not write):
             self._check_pending_read(node, read)
+        kind = type(node)  # the commonest node types first: this runs for every expression
+        if kind is ast.Name:
+            return self.env.get(node.id, UNKNOWN_L)  # type: ignore[attr-defined]
+        if kind is ast.Attribute:
+            return self._attribute(node)  # type: ignore[arg-type]
+        if kind is ast.Call:
+            return self._call(node)  # type: ignore[arg-type]
         if isinstance(node, ast.Constant):
             if isinstance(node.value, str):
                 if node.value.startswith("cuda"):
@@ -716,14 +772,8 @@ class FunctionWalker:
             for gen in node.generators:
                 self.label(gen.iter, read=True)
             return VALUE_L
-        if isinstance(node, ast.Name):
-            return self.env.get(node.id, UNKNOWN_L)
-        if isinstance(node, ast.Attribute):
-            return self._attribute(node)
         if isinstance(node, ast.Subscript):
             return self._subscript(node, write)
-        if isinstance(node, ast.Call):
-            return self._call(node)
         if isinstance(node, ast.BinOp):
             return combine([self.label(node.left), self.label(node.right)])
         if isinstance(node, ast.UnaryOp):
@@ -841,7 +891,7 @@ class FunctionWalker:
         args = [self.label(a) for a in node.args]
         kwargs = {k.arg: self.label(k.value) for k in node.keywords}
 
-        if qual.startswith("torch."):
+        if qual.startswith("torch.") and ("()" not in qual or qual.endswith(").synchronize")):
             return self._torch_call(node, qual, args, kwargs)
         if qual.startswith(("numpy.", "math.")) or qual in ("list", "tuple", "dict", "set",
                                                              "str", "sum", "min", "max",
@@ -867,6 +917,9 @@ class FunctionWalker:
             if self._attribute(func).kind == MODULE:
                 return Label(CUDA, f"output of {_short(func)} at line {node.lineno}")
             return UNKNOWN_L
+        if method in ("to", "cuda", "half", "float", "bfloat16", "eval", "train",
+                      "requires_grad_") and receiver.kind == MODULE:
+            return receiver  # a module moved or cast is still the module
         if method and receiver.kind in (CUDA, CPU, UNKNOWN):
             result = self._tensor_method(node, method, receiver, args, kwargs)
             if result is not None:
@@ -887,6 +940,9 @@ class FunctionWalker:
             source = _short(func)
             return Label(CUDA, f"output of {source} at line {node.lineno}")
         if isinstance(func, ast.Name):
+            local_class = self.m.classes.get(func.id)
+            if local_class is not None and local_class.is_module:
+                return Label(MODULE, f"{func.id}() (an nn.Module)")
             callee = self.m.functions.get(func.id)
             if callee is not None:
                 return self.m.return_label(
