@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cache folder (default: .reviewbot_cache beside the configuration)")
     check.add_argument("--coverage-report", action="store_true",
                        help="print per-file docstring coverage and report RB301 per file too")
+    check.add_argument("--explain-hot-paths", action="store_true",
+                       help="list the functions the RB1xx rules treat as hot, with the chain "
+                            "of calls from an entry point, and exit")
     check.add_argument("--exit-zero", action="store_true",
                        help="exit 0 even when there are findings")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -176,6 +179,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     packs = load_packs(config.rule_packs, config.root, config.source,
                        config.key_prefix + "rule-packs")
     files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
+    if args.explain_hot_paths:
+        return explain_hot_paths(files, packs, cwd, out)
 
     cache = None
     if not args.no_cache:
@@ -211,6 +216,31 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not files:
         err.write("reviewbot: warning: no Python files found to check\n")
     return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
+
+
+def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO) -> int:
+    """Print each file's hot functions and the call chain that makes each one hot."""
+    import ast
+
+    from reviewbot.analysis.gpu import ModuleAnalyzer
+    from reviewbot.discovery import display_path
+    from reviewbot.source import UnreadableSource, decode, read_bytes
+
+    total = 0
+    for path in files:
+        shown = display_path(path, cwd)
+        try:
+            text = decode(read_bytes(str(path))).text
+            tree = ast.parse(text)
+        except (UnreadableSource, SyntaxError, ValueError, RecursionError):
+            continue  # `reviewbot check` reports these files
+        hot = ModuleAnalyzer(tree, packs, (), text).hot_paths()
+        for qualname, chain in hot.items():
+            out.write(f"{shown}: {qualname}  ({' -> '.join(chain)})\n")
+        total += len(hot)
+    out.write(f"{total} hot function{'s' if total != 1 else ''} in {len(files)} "
+              f"file{'s' if len(files) != 1 else ''}\n")
+    return EXIT_CLEAN
 
 
 def run_rules(args: argparse.Namespace, out: TextIO) -> int:

@@ -1083,7 +1083,10 @@ class FunctionWalker:
             return receiver
         if method == "copy_":
             source = args[0] if args else UNKNOWN_L
-            if receiver.kind == CPU and source.kind in (CUDA, UNKNOWN):
+            host_named = receiver.kind == UNKNOWN and any(
+                word in (_root_key(node.func.value) or "").lower()  # type: ignore[attr-defined]
+                for word in ("cpu", "pinned", "host"))
+            if (receiver.kind == CPU or host_named) and source.kind in (CUDA, UNKNOWN):
                 if non_blocking:
                     if source.kind == CUDA:
                         key = _root_key(node.func.value)  # type: ignore[attr-defined]

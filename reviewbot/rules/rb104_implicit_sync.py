@@ -23,6 +23,11 @@ class ImplicitSync(SyncRule):
     kernel queued before it. Nothing in the code says "sync" here, which is why they
     survive review.
 
+    ## Known problems
+    Only functions whose text holds a condition, a comparison or a sync-prone call are
+    analysed (that keeps the check cheap), so a Python list indexed by a CUDA tensor in a
+    function with none of those is missed.
+
     ## Example
     ```python
     def execute_model(self, batch):

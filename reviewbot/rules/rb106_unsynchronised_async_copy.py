@@ -18,7 +18,9 @@ class UnsynchronisedAsyncCopy(SyncRule):
     (`host.copy_(cuda, non_blocking=True)`, `cuda.to("cpu", non_blocking=True)`) whose
     destination is then read on the host (`.tolist()`, `.numpy()`, `.item()`, indexing,
     iteration) with no `event.synchronize()`, stream sync or device sync in between.
-    Reported everywhere, hot path or not: it is a correctness bug.
+    Reported everywhere, hot path or not: it is a correctness bug. A destination whose
+    device is unknown counts as host memory when its name says so (`cpu`, `pinned`,
+    `host`).
 
     ## Why is this bad?
     The copy is only queued: the host reads whatever the buffer held before, silently.

@@ -1,0 +1,274 @@
+"""RB1xx: device inference, hot paths and the sync sites, rule by rule and end to end."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from reviewbot import registry
+
+from conftest import REPO, check_source
+
+RB101 = registry.get_rule("RB101")
+RB102 = registry.get_rule("RB102")
+RB103 = registry.get_rule("RB103")
+RB104 = registry.get_rule("RB104")
+RB105 = registry.get_rule("RB105")
+RB106 = registry.get_rule("RB106")
+
+
+def findings(tmp_path, source: str, rule, **options):
+    return [f for f in check_source(tmp_path, textwrap.dedent(source), rule, options)
+            if f.code == rule.code]
+
+
+def lines(tmp_path, source: str, rule, **options) -> list[int]:
+    return [f.line for f in findings(tmp_path, source, rule, **options)]
+
+
+RUNNER = """
+import torch as t
+
+class ModelRunner:
+    def __init__(self, device):
+        self.buf = t.zeros(8, device="cuda")
+        self.host = t.zeros(8)
+        self.later = None
+
+    def load_model(self):
+        self.later = t.ones(8, device="cuda")
+
+    def execute_model(self, n):
+        {body}
+"""
+
+
+def runner(body: str) -> str:
+    return RUNNER.format(body=textwrap.indent(textwrap.dedent(body), " " * 8).strip())
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("return self.buf.tolist()", [14]),  # an attribute assigned in __init__
+    ("x = self.buf\ny = x\nreturn y.tolist()", [16]),  # aliasing
+    ("a, b = self.buf, self.host\nreturn a.tolist() + b.tolist()", [15]),  # tuple unpacking
+    ("return self.host.tolist()", []),  # a CPU tensor
+    ("return self.buf.cpu().tolist()", []),  # RB103's, not RB101's
+    ("return self.later.tolist()", [14]),  # None first, a CUDA tensor later
+    ("import numpy as np\nreturn np.zeros(3).tolist()", []),  # numpy
+    ("return [1, 2].copy()", []),
+    ("return self.buf[:n].tolist()  # reviewbot: ignore[RB101]", []),
+])
+def test_tolist_device_inference(tmp_path, body, expected):
+    assert lines(tmp_path, runner(body), RB101) == expected
+
+
+def test_branches_merge_what_is_known(tmp_path):
+    body = """
+    if n > 2:
+        x = self.buf
+    else:
+        x = self.make(n)
+    return x.tolist()
+    """
+    assert lines(tmp_path, runner(body), RB101) == [18]
+
+
+def test_helper_returns_and_arguments_carry_the_label(tmp_path):
+    source = """
+    import torch
+
+    class Runner:
+        def execute_model(self, n):
+            ids = self._sample(n)
+            return self._read(ids)
+
+        def _sample(self, n):
+            return torch.randint(0, 10, (n,), device="cuda")
+
+        def _read(self, ids):
+            return ids.tolist()
+    """
+    (finding,) = findings(tmp_path, source, RB101)
+    assert finding.line == 13
+    assert "hot path execute_model -> _read" in finding.message
+    assert "passed by a caller" in finding.message and "returned by Runner._sample" in \
+        finding.message
+
+
+def test_start_up_code_is_never_hot(tmp_path):
+    source = """
+    import torch
+
+    class Runner:
+        def execute_model(self):
+            self.profile_run()
+            self.load_model()
+
+        def profile_run(self):
+            torch.cuda.synchronize()
+
+        def load_model(self):
+            return torch.zeros(1, device="cuda").item()
+    """
+    assert findings(tmp_path, source, RB105) == []
+    assert findings(tmp_path, source, RB102) == []
+
+
+def test_cold_functions_are_not_reported(tmp_path):
+    source = """
+    import torch
+
+    def report_stats(x):
+        return torch.zeros(4, device="cuda").sum().item()
+    """
+    assert findings(tmp_path, source, RB102) == []
+
+
+def test_import_aliases_resolve(tmp_path):
+    source = """
+    from torch import cuda
+    import torch as th
+
+    class Runner:
+        def execute_model(self):
+            cuda.synchronize()
+            th.cuda.current_stream().synchronize()
+            th.accelerator.synchronize()
+    """
+    assert lines(tmp_path, source, RB105) == [7, 8, 9]
+
+
+def test_intended_syncs_in_configured_blocks_are_not_reported(tmp_path):
+    source = """
+    import torch
+
+    class Runner:
+        def execute_model(self):
+            with gpu_sync_allowed():
+                torch.cuda.synchronize()
+            torch.cuda.synchronize()
+    """
+    assert lines(tmp_path, source, RB105) == [8]
+
+
+def test_unknown_devices_only_with_include_unknown(tmp_path):
+    source = """
+    import torch
+
+    class Runner:
+        def execute_model(self, batch):
+            return batch.ids.tolist()
+    """
+    assert findings(tmp_path, source, RB101) == []
+    (finding,) = findings(tmp_path, source, RB101, **{"include-unknown": True})
+    assert finding.severity == "warning" and "device unknown" in finding.message
+
+
+def test_module_outputs_and_forward_inputs_are_on_the_gpu(tmp_path):
+    source = """
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+            keep = hidden > 0
+            return hidden[keep]
+
+    class Runner:
+        def __init__(self):
+            self.head = Head()
+
+        def execute_model(self, hidden):
+            out = self.head(hidden)
+            return out.max().item()
+    """
+    assert lines(tmp_path, source, RB104) == [8]
+    (finding,) = findings(tmp_path, source, RB102)
+    assert "output of self.head" in finding.message
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("x = self.buf.nonzero()", [14]),
+    ("x = self.buf[self.buf > 0]", [14]),
+    ("x = t.masked_select(self.buf, self.buf > 0)", [14]),
+    ("x = t.repeat_interleave(self.buf, self.buf)", [14]),
+    ("x = t.repeat_interleave(self.buf, self.buf, output_size=16)", []),
+    ("x = bool(self.buf.any())", [14]),
+    ("assert self.buf.all()", [14]),
+    ("x = self.buf.sum() > 0 and n", [14]),
+    ("x = self.host[self.host > 0]", []),
+    ("if n:\n    x = [1, 2][self.buf[0]]", [15]),
+])
+def test_implicit_syncs(tmp_path, body, expected):
+    assert lines(tmp_path, runner(body), RB104) == expected
+
+
+@pytest.mark.parametrize("body,expected", [
+    ("return self.buf.cpu()", [14]),
+    ("return self.buf.numpy()", [14]),
+    ("return self.buf.to('cpu')", [14]),
+    ("return self.buf.to(t.device('cpu'))", [14]),
+    ("return self.buf.to(self.host)", [14]),
+    ("self.host.copy_(self.buf)", [14]),
+    ("self.host.copy_(self.buf, non_blocking=True)", []),
+    ("return self.host.cpu()", []),
+])
+def test_blocking_copies(tmp_path, body, expected):
+    assert lines(tmp_path, runner(body), RB103) == expected
+
+
+def test_async_copy_race_is_reported_everywhere(tmp_path):
+    source = """
+    import torch
+
+    def read_back(ids, pinned, event):
+        pinned[:4].copy_(ids.cuda(), non_blocking=True)
+        first = pinned[0]
+        event.record()
+        event.synchronize()
+        return first, pinned.tolist()
+    """
+    (finding,) = findings(tmp_path, source, RB106)
+    assert finding.line == 6 and "line 5" in finding.message
+    assert "hot path" not in finding.message
+
+
+def test_user_rule_pack_adds_an_entry_point(tmp_path, run_cli):
+    (tmp_path / "engine.py").write_text(textwrap.dedent("""
+        import torch
+
+        class Engine:
+            def decode_once(self):
+                return torch.ones(2, device="cuda").tolist()
+    """))
+    assert run_cli(["check", ".", "--no-cache", "--select", "RB101"], cwd=tmp_path).code == 0
+    (tmp_path / "pack.yml").write_text("name: mine\nhot-paths:\n  entry-points: ['*.decode_once']\n")
+    (tmp_path / ".reviewbot.yml").write_text(
+        "rule-packs: [pytorch, inference-engines, pack.yml]\n")
+    result = run_cli(["check", ".", "--no-cache", "--select", "RB101"], cwd=tmp_path)
+    assert result.code == 1 and "hot path decode_once" in result.out
+
+
+def test_explain_hot_paths(run_cli):
+    result = run_cli(["check", "fixtures/sync", "--explain-hot-paths"], cwd=REPO)
+    assert result.code == 0
+    assert "fixtures/sync/runner_hazards.py: GPUModelRunner._update_states  " \
+           "(execute_model -> _update_states)" in result.out
+    assert "profile_run" not in result.out  # start-up code
+    assert result.out.splitlines()[-1] == "7 hot functions in 2 files"
+
+
+def test_sync_fixtures_flag_every_hazard_line_and_nothing_else(run_cli):
+    result = run_cli(["check", "fixtures/sync", "--no-cache", "--output-format", "json"],
+                     cwd=REPO)
+    found = {(f["path"].rsplit("/", 1)[-1], f["line"], f["code"]) for f in json.loads(result.out)}
+    hazards = set()
+    for name in ("runner_hazards.py", "runner_clean.py"):
+        text = (REPO / "fixtures" / "sync" / name).read_text()
+        for number, line in enumerate(text.splitlines(), start=1):
+            if "# HAZARD " in line:
+                hazards.add((name, number, line.split("# HAZARD ")[1].split(":")[0]))
+    assert len(hazards) == 7
+    assert found == hazards
