@@ -19,6 +19,20 @@ from reviewbot import __version__
 CACHE_DIR_NAME = ".reviewbot_cache"
 
 
+def code_fingerprint() -> str:
+    """Changes whenever reviewbot's own code changes, also without a new version number
+    (an editable install being worked on): sizes and mtimes of its modules."""
+    package = Path(__file__).resolve().parent
+    entries = []
+    for module in sorted(package.rglob("*.py")):
+        try:
+            info = module.stat()
+        except OSError:
+            continue
+        entries.append(f"{module.relative_to(package)}:{info.st_size}:{info.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(entries).encode(), digest_size=8).hexdigest()
+
+
 def content_key(path: str, data: bytes) -> str:
     """The key of one file's result: its path and a hash of its bytes."""
     return path + "\0" + hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -28,7 +42,7 @@ class ResultCache:
     """Per-file results of earlier runs with the same configuration."""
 
     def __init__(self, folder: Path, fingerprint: str) -> None:
-        digest = hashlib.blake2b(f"{__version__}\0{fingerprint}".encode(),
+        digest = hashlib.blake2b(f"{__version__}\0{code_fingerprint()}\0{fingerprint}".encode(),
                                  digest_size=12).hexdigest()
         self.folder = folder
         self.file = folder / f"results-{__version__}-{digest}.pickle"

@@ -15,7 +15,7 @@ from reviewbot.errors import ConfigError
 
 _LIST_KEYS = {
     "hot-paths": ("entry-points", "module-entry-points", "startup", "sync-allowed-contexts"),
-    "devices": ("module-classes", "module-factories", "cuda-classes"),
+    "devices": ("module-classes", "module-factories", "cuda-classes", "non-cuda-imports"),
 }
 _TOP_KEYS = ("name", "description", "hot-paths", "devices", "size-bounds")
 _BOUND_KEYS = ("holds", "names")
@@ -39,6 +39,8 @@ class PackData:
     module_factories: tuple[str, ...] = ()
     # Class-name patterns of code that runs on the GPU (its `device` is CUDA).
     cuda_classes: tuple[str, ...] = ()
+    # Modules whose import marks a file as code for another accelerator (not CUDA).
+    non_cuda_imports: tuple[str, ...] = ()
     # bound attribute (e.g. "max_num_reqs") -> (what it bounds, names bounded by it)
     size_bounds: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
@@ -154,5 +156,6 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
         module_classes=unique("module-classes"),
         module_factories=unique("module-factories"),
         cuda_classes=unique("cuda-classes"),
+        non_cuda_imports=unique("non-cuda-imports"),
         size_bounds=bounds,
     )

@@ -177,3 +177,16 @@ def test_unwritable_cache_folder_is_not_an_error(tmp_path, run_cli):
     (tmp_path / "blocker").write_text("a file where the cache folder would go")
     result = run_cli(["check", ".", "--cache-dir", "blocker/cache"], cwd=tmp_path)
     assert result.code == 1 and "RB301" in result.out and result.err == ""
+
+
+def test_cache_is_invalidated_when_reviewbot_changes(tmp_path, monkeypatch):
+    from reviewbot import cache as cache_module
+
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    pass\n")
+    first = ResultCache(tmp_path / "c", "cfg")
+    first.put("k", "result")
+    first.save()
+    assert ResultCache(tmp_path / "c", "cfg").get("k") == "result"
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "edited")
+    assert ResultCache(tmp_path / "c", "cfg").get("k") is None

@@ -272,3 +272,81 @@ def test_sync_fixtures_flag_every_hazard_line_and_nothing_else(run_cli):
                 hazards.add((name, number, line.split("# HAZARD ")[1].split(":")[0]))
     assert len(hazards) == 7
     assert found == hazards
+
+
+def test_code_for_another_accelerator_is_not_cuda(tmp_path):
+    source = """
+    import torch
+    import torch_xla.core.xla_model as xm
+
+    class Runner:
+        def execute_model(self):
+            return torch.zeros(4, device=xm.xla_device()).cuda().tolist()
+    """
+    assert findings(tmp_path, source, RB101) == []
+    assert len(findings(tmp_path, source.replace("import torch_xla.core.xla_model as xm", ""),
+                        RB101)) == 1
+
+
+def test_work_behind_a_flag_it_clears_runs_once(tmp_path):
+    source = """
+    import torch
+    from torch import nn
+
+    class Attention(nn.Module):
+        def forward(self, q: torch.Tensor) -> torch.Tensor:
+            if self.calculate_scales:
+                self.calc_scales(q)
+            if self.first_step:
+                self.peak = q.max().item()
+                self.first_step = False
+            return q * 2
+
+        def calc_scales(self, q):
+            self.scale = q.abs().max().item()
+            self.calculate_scales = False
+    """
+    assert findings(tmp_path, source, RB102) == []
+    # Without the flag being cleared, both are per-step syncs.
+    every_step = source.replace("self.calculate_scales = False", "pass").replace(
+        "self.first_step = False", "pass")
+    assert lines(tmp_path, every_step, RB102) == [10, 15]
+
+
+def test_factories_in_a_module_constructor_follow_the_default_device(tmp_path):
+    source = """
+    import torch
+    from torch import nn
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.tensor(1.0)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.scale.copy_(x.max())
+            return x
+    """
+    # The layer may be built under torch.device("cuda"): not a known host tensor.
+    assert findings(tmp_path, source, RB103) == []
+
+
+def test_loops_and_comprehensions_carry_the_label(tmp_path):
+    source = """
+    import torch
+
+    class Runner:
+        def __init__(self):
+            self.logits = torch.zeros((4, 8), device="cuda")
+
+        def execute_model(self, names):
+            rows = [row.argmax().tolist() for row in self.logits]
+            for name, row in zip(names, self.logits):
+                print(name, row.max().item())
+            for i, row in enumerate(self.logits):
+                row.cpu()
+            return rows
+    """
+    assert lines(tmp_path, source, RB101) == [9]
+    assert lines(tmp_path, source, RB102) == [11]
+    assert lines(tmp_path, source, RB103) == [13]

@@ -108,6 +108,7 @@ _CANDIDATE = re.compile(
     r"\b(?:bool|int|float|where|nonzero|unique|masked_select|argwhere|repeat_interleave|"
     r"synchronize)\s*\(|\b(?:if|while|assert|and|or)\b|==|!=|<|(?<!-)>|~|logical_|isnan|"
     r"isinf|non_blocking")
+_CLEARS_FLAG = re.compile(r"\bself\.(\w+)\s*=\s*False\b")
 _CALL = re.compile(r"(?:\b(?:self|cls)\.|super\(\)\.|(?<![\w.]))(\w+)\s*\(")
 
 
@@ -345,6 +346,7 @@ class ModuleAnalyzer:
         self.non_blocking_lines = tuple(non_blocking_lines)
         self.packs = packs
         self.names = Names(tree)
+        self.m_packs_non_cuda = packs.non_cuda_imports
         self.classes: dict[str, ClassInfo] = {}
         self.functions: dict[str, FunctionInfo] = {}
         self._returns: dict[str, Label] = {}
@@ -386,6 +388,27 @@ class ModuleAnalyzer:
                 seen.add(local.name)
                 if self._is_module_class(local, seen):
                     return True
+        # A base imported from elsewhere: a `forward` that takes tensors gives it away.
+        forward = cls.methods.get("forward")
+        if forward is not None and cls.bases and any(
+                self._annotated_tensor(arg.annotation) for arg in forward.node.args.args):
+            return True
+        return False
+
+    def _annotated_tensor(self, annotation: ast.expr | None) -> bool:
+        """Whether an annotation names ``torch.Tensor`` (or an Optional / union of it)."""
+        if annotation is None:
+            return False
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            text = annotation.value
+        else:
+            text = ast.unparse(annotation)
+        stripped = text.replace("Optional[", "").replace("]", "").replace(" ", "")
+        for option in stripped.split("|"):
+            head, _, rest = option.partition(".")
+            full = self.names.aliases.get(head, head) + ("." + rest if rest else "")
+            if full in ("torch.Tensor", "torch.tensor.Tensor"):
+                return True
         return False
 
     def _mro(self, cls: ClassInfo) -> list[ClassInfo]:
@@ -430,6 +453,12 @@ class ModuleAnalyzer:
             if callee is not None:
                 yield callee
 
+    def _one_off(self, caller: FunctionInfo, callee: FunctionInfo) -> bool:
+        """A callee that clears the flag its call is guarded by runs once, not per step:
+        ``if self.calculate_scales: self.calc()`` with ``self.calculate_scales = False``."""
+        cleared = _CLEARS_FLAG.findall(callee.summary.text)
+        return any(re.search(rf"\bif\s+self\.{flag}\b", caller.summary.text) for flag in cleared)
+
     def hot_paths(self) -> dict[str, list[str]]:
         """Each hot function with the shortest chain of calls from an entry point."""
         chains: dict[str, list[str]] = {}
@@ -444,7 +473,8 @@ class ModuleAnalyzer:
             if len(chain) >= MAX_HOT_DEPTH:
                 continue
             for callee in self.callees(func):
-                if callee.qualname not in chains and not self.is_startup(callee):
+                if callee.qualname not in chains and not self.is_startup(callee) \
+                        and not self._one_off(func, callee):
                     chains[callee.qualname] = [*chain, callee.name]
                     queue.append(callee)
         return chains
@@ -497,6 +527,12 @@ class ModuleAnalyzer:
         self._returns[key] = result
         return result
 
+    def non_cuda(self) -> bool:
+        """Whether the module imports another accelerator's stack (XLA, Neuron, ...)."""
+        prefixes = self.m_packs_non_cuda
+        return any(qual == p or qual.startswith(p + ".")
+                   for qual in self.names.aliases.values() for p in prefixes)
+
     def _needing_walk(self, hot: list[FunctionInfo]) -> set[str]:
         """Hot functions that may hold a site, and those that call one (to label its
         parameters)."""
@@ -519,6 +555,8 @@ class ModuleAnalyzer:
         Hot functions are walked callers first, so that each one's parameters are labelled
         by what its callers pass (when every call site agrees) before it is walked.
         """
+        if self.non_cuda():
+            return GpuAnalysis([], {}, self.functions)
         hot = self.hot_paths()
         async_copiers = [f for f in self.functions.values() if f.qualname not in hot and any(
             f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)
@@ -576,19 +614,7 @@ class FunctionWalker:
                                                 "whose outputs are taken to be on the GPU")
 
     def _is_tensor_annotation(self, annotation: ast.expr | None) -> bool:
-        if annotation is None:
-            return False
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            text = annotation.value
-        else:
-            text = ast.unparse(annotation)
-        stripped = text.replace("Optional[", "").replace("]", "").replace(" ", "")
-        for option in stripped.split("|"):
-            qual = self.m.names.aliases.get(option.split(".")[0], option.split(".")[0])
-            full = ".".join([qual, *option.split(".")[1:]])
-            if full in ("torch.Tensor", "torch.tensor.Tensor"):
-                return True
-        return False
+        return self.m._annotated_tensor(annotation)
 
     # Plumbing -----------------------------------------------------------------------
     def site(self, code: str, node: ast.AST, what: str, label: Label) -> None:
@@ -608,6 +634,25 @@ class FunctionWalker:
         """Walk statements in order."""
         for stmt in body:
             self.stmt(stmt)
+
+    def bind_loop_target(self, target: ast.expr, iterable: ast.expr) -> None:
+        """Label a loop's target: the rows of a CUDA tensor (or of a module's outputs) are
+        CUDA; ``zip`` and ``enumerate`` pair them up element by element."""
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and \
+                isinstance(target, (ast.Tuple, ast.List)) and not iterable.keywords:
+            name = iterable.func.id
+            sources: list[ast.expr | None] = []
+            if name == "zip" and len(iterable.args) == len(target.elts):
+                sources = list(iterable.args)
+            elif name == "enumerate" and len(iterable.args) == 1 and len(target.elts) == 2:
+                sources = [None, iterable.args[0]]
+            if sources:
+                for element, source in zip(target.elts, sources):
+                    label = self.label(source, read=True) if source is not None else VALUE_L
+                    self.bind(element, label if label.kind == CUDA else UNKNOWN_L)
+                return
+        label = self.label(iterable, read=True)
+        self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
 
     def branches(self, bodies: list[list[ast.stmt]]) -> None:
         """Walk alternative blocks from the same state, then merge what each assigned."""
@@ -667,14 +712,16 @@ class FunctionWalker:
                 self.returns.append(self.label(node.value))
         elif isinstance(node, ast.If):
             self.condition(node.test)
+            once = self._clears_own_guard(node)
+            self.allowed += once
             self.branches([node.body, node.orelse])
+            self.allowed -= once
         elif isinstance(node, ast.While):
             self.condition(node.test)
             self.block(node.body)
             self.block(node.orelse)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
-            iterable = self.label(node.iter, read=True)
-            self.bind(node.target, iterable if iterable.kind == CUDA else UNKNOWN_L)
+            self.bind_loop_target(node.target, node.iter)
             self.block(node.body)
             self.block(node.orelse)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -712,6 +759,19 @@ class FunctionWalker:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.label(child)
+
+    @staticmethod
+    def _clears_own_guard(node: ast.If) -> bool:
+        """``if self.flag: ...; self.flag = False``: the block runs once."""
+        test = node.test
+        if not (isinstance(test, ast.Attribute) and isinstance(test.value, ast.Name)
+                and test.value.id == "self"):
+            return False
+        return any(isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
+                   and stmt.value.value is False and any(
+                       isinstance(t, ast.Attribute) and t.attr == test.attr
+                       and isinstance(t.value, ast.Name) and t.value.id == "self"
+                       for t in stmt.targets) for stmt in node.body)
 
     def _sync_allowed(self, expr: ast.expr) -> bool:
         target = expr.func if isinstance(expr, ast.Call) else expr
@@ -769,8 +829,17 @@ class FunctionWalker:
                     self.label(child)
             return VALUE_L
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            saved = dict(self.env)
             for gen in node.generators:
-                self.label(gen.iter, read=True)
+                self.bind_loop_target(gen.target, gen.iter)
+                for condition in gen.ifs:
+                    self.condition(condition)
+            if isinstance(node, ast.DictComp):
+                self.label(node.key)
+                self.label(node.value)
+            else:
+                self.label(node.elt)
+            self.env = saved
             return VALUE_L
         if isinstance(node, ast.Subscript):
             return self._subscript(node, write)
@@ -1021,6 +1090,8 @@ class FunctionWalker:
                 return UNKNOWN_L
             if name.endswith("_like") and args:
                 return args[0]
+            if self.func.cls is not None and self.func.cls.is_module:
+                return UNKNOWN_L  # models are often built under torch.device("cuda")
             return Label(CPU, f"{qual} without a device is on the CPU")
         if name in DATA_DEPENDENT or (name == "where" and len(node.args) == 1):
             tensor = combine(args[:1])
