@@ -3,7 +3,7 @@
     python benchmarks/rb1xx_precision.py            # vLLM 0.10.1, as labelled
 
 Runs `reviewbot check --select RB1` over the Python files of the vLLM 0.10.1 wheel
-(downloaded once, see speed.py), matches each finding with the hand labels in
+(downloaded once, see trees.py), matches each finding with the hand labels in
 benchmarks/labels/vllm-0.10.1-rb1xx-labels.tsv (TP / FP and one line of reasoning per
 finding) and prints the precision. Findings without a label are listed: label them
 before quoting a figure. Exit status 1 when the seed's `.tolist()` in
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from speed import BenchError, tree_for  # noqa: E402
+from trees import BenchError, tree_for  # noqa: E402
 
 LABELS = Path(__file__).resolve().parent / "labels" / "vllm-0.10.1-rb1xx-labels.tsv"
 SEED = ("vllm/v1/worker/gpu_model_runner.py", "RB101", "sampled_token_ids")
@@ -32,9 +32,12 @@ def main() -> int:
     except BenchError as exc:
         print(f"rb1xx_precision.py: error: {exc}", file=sys.stderr)
         return 2
+    # reviewbot's defaults, not this repository's own [tool.reviewbot] (found by walking up).
+    defaults = tree.parent / "reviewbot-defaults.yml"
+    defaults.write_text("# reviewbot's defaults\n")
     proc = subprocess.run([sys.executable, "-m", "reviewbot", "check", "vllm", "--no-cache",
-                           "--select", "RB1", "--output-format", "json", "--exit-zero"],
-                          cwd=tree, capture_output=True, text=True)
+                           "--config", str(defaults), "--select", "RB1", "--output-format",
+                           "json", "--exit-zero"], cwd=tree, capture_output=True, text=True)
     findings = json.loads(proc.stdout)
     with open(LABELS, encoding="utf-8") as handle:
         labels = {(r["path"], int(r["line"]), r["code"]): r
