@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cache folder (default: .reviewbot_cache beside the configuration)")
     check.add_argument("--coverage-report", action="store_true",
                        help="print per-file docstring coverage and report RB301 per file too")
+    check.add_argument("--include-unknown", action="store_true",
+                       help="RB1xx: also report tensors whose device is unknown (as warnings)")
     check.add_argument("--explain-hot-paths", action="store_true",
                        help="list the functions the RB1xx rules treat as hot, with the chain "
                             "of calls from an entry point, and exit")
@@ -170,7 +172,9 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         ignore=tuple(c for group in args.ignore for c in group),
         exclude=tuple(args.exclude) if args.exclude else None,
         extend_exclude=tuple(args.extend_exclude),
-        options=tuple(args.option),
+        options=tuple(args.option) + tuple(
+            (rule.code, "include-unknown", True) for rule in _rules_with("include-unknown")
+            if args.include_unknown),
     )
     config_file = Path(args.config) if args.config else None
     if config_file is not None and not config_file.is_file():
@@ -241,6 +245,12 @@ def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO)
     out.write(f"{total} hot function{'s' if total != 1 else ''} in {len(files)} "
               f"file{'s' if len(files) != 1 else ''}\n")
     return EXIT_CLEAN
+
+
+def _rules_with(option: str) -> list[Any]:
+    from reviewbot import registry
+
+    return [r for r in registry.RULES if any(o.name == option for o in r.options)]
 
 
 def run_rules(args: argparse.Namespace, out: TextIO) -> int:

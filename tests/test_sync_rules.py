@@ -350,3 +350,18 @@ def test_loops_and_comprehensions_carry_the_label(tmp_path):
     assert lines(tmp_path, source, RB101) == [9]
     assert lines(tmp_path, source, RB102) == [11]
     assert lines(tmp_path, source, RB103) == [13]
+
+
+def test_include_unknown_flag_reaches_the_rules(tmp_path, run_cli):
+    (tmp_path / "runner.py").write_text(textwrap.dedent("""
+        import torch
+
+        class Runner:
+            def execute_model(self, batch):
+                return batch.ids.tolist(), batch.n.item(), batch.x.cpu()
+    """))
+    assert run_cli(["check", "runner.py", "--no-cache", "--select", "RB1"], cwd=tmp_path).code == 0
+    result = run_cli(["check", "runner.py", "--no-cache", "--select", "RB1", "--include-unknown",
+                      "--output-format", "json"], cwd=tmp_path)
+    assert sorted(f["code"] for f in json.loads(result.out)) == ["RB101", "RB102", "RB103"]
+    assert {f["severity"] for f in json.loads(result.out)} == {"warning"}
