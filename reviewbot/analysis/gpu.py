@@ -109,7 +109,19 @@ _CANDIDATE = re.compile(
     r"synchronize)\s*\(|\b(?:if|while|assert|and|or)\b|==|!=|<|(?<!-)>|~|logical_|isnan|"
     r"isinf|non_blocking")
 _CLEARS_FLAG = re.compile(r"\bself\.(\w+)\s*=\s*False\b")
-_CALL = re.compile(r"(?:\b(?:self|cls)\.|super\(\)\.|(?<![\w.]))(\w+)\s*\(")
+_CALL = re.compile(r"([\w.]*)\s*\(")
+
+
+def _called_names(text: str) -> set[str]:
+    """Names called as f(...), self.f(...), cls.f(...) or super().f(...)."""
+    names = set()
+    for dotted in _CALL.findall(text):
+        parts = dotted.split(".")
+        if len(parts) == 1 and parts[0]:
+            names.add(parts[0])
+        elif len(parts) == 2 and parts[0] in ("self", "cls", ""):
+            names.add(parts[1])
+    return names
 
 
 @dataclass
@@ -125,7 +137,7 @@ class Summary:
     @property
     def called(self) -> set[str]:
         """Names called as f(...), self.f(...), cls.f(...), super().f(...)."""
-        return self._cached("called", lambda: set(_CALL.findall(self.text)))
+        return self._cached("called", lambda: _called_names(self.text))
 
     @property
     def candidate(self) -> bool:
@@ -135,6 +147,12 @@ class Summary:
                 ("def", "async")) else self.text
             return _CANDIDATE.search(body) is not None
         return self._cached("candidate", search)
+
+    @property
+    def cleared_flags(self) -> list[str]:
+        """Attributes set to False (``self.flag = False``)."""
+        return self._cached("cleared_flags", lambda: _CLEARS_FLAG.findall(self.text)
+                            if "False" in self.text else [])
 
     @property
     def self_reads(self) -> set[str]:
@@ -456,8 +474,9 @@ class ModuleAnalyzer:
     def _one_off(self, caller: FunctionInfo, callee: FunctionInfo) -> bool:
         """A callee that clears the flag its call is guarded by runs once, not per step:
         ``if self.calculate_scales: self.calc()`` with ``self.calculate_scales = False``."""
-        cleared = _CLEARS_FLAG.findall(callee.summary.text)
-        return any(re.search(rf"\bif\s+self\.{flag}\b", caller.summary.text) for flag in cleared)
+        cleared = callee.summary.cleared_flags
+        return bool(cleared) and any(re.search(rf"\bif\s+self\.{flag}\b", caller.summary.text)
+                                     for flag in cleared)
 
     def hot_paths(self) -> dict[str, list[str]]:
         """Each hot function with the shortest chain of calls from an entry point."""
@@ -743,7 +762,8 @@ class FunctionWalker:
         elif isinstance(node, ast.Assert):
             self.condition(node.test)
         elif isinstance(node, ast.Expr):
-            self.label(node.value)
+            if self.report:  # an expression statement binds nothing
+                self.label(node.value)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             # A closure runs where it is called: walk it with what it can see now.
             saved = dict(self.env), dict(self.pending)
@@ -785,6 +805,8 @@ class FunctionWalker:
 
     def condition(self, test: ast.expr) -> None:
         """A test that Python needs as a bool: a CUDA tensor there is a sync."""
+        if not self.report:
+            return  # a test binds nothing: only the reporting walk needs it
         if isinstance(test, ast.BoolOp):
             for value in test.values:
                 self.condition(value)

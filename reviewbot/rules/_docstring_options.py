@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import pathspec
 
-from reviewbot.rule import Option
+from reviewbot.rule import Option, Rule
 
 # Tests are left out by default: their functions are named for what they test.
 DEFAULT_TEST_EXCLUDES = ["tests/", "test/", "test_*.py", "*_test.py", "conftest.py"]
@@ -53,3 +53,22 @@ def may_define(text: str, settings: Mapping[str, Any]) -> bool:
     """Whether a file can hold a definition the docstring rules count (exact, never False
     for a file that has one: ``def`` and ``class`` are keywords that every one spells)."""
     return not settings.get("ignore-module", True) or "def" in text or "class" in text
+
+
+class DocstringRule(Rule):
+    """What RB301 and RB302 share: the options, the file shortcut, the counted definitions."""
+
+    options: tuple[Option, ...] = DOCSTRING_OPTIONS
+
+    @classmethod
+    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
+        """Only a file with a class or function (or a counted module) has anything to count."""
+        return may_define(text, settings)
+
+    def counted_definitions(self, ctx: Any) -> list[Any] | None:
+        """The file's definitions that count under this rule's settings (None: file left out)."""
+        from reviewbot.analysis.definitions import counted
+
+        if excluded(ctx.rel_path, self.settings):
+            return None
+        return counted(ctx.definitions, self.settings)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from reviewbot.analysis.definitions import counted
 from reviewbot.context import FileContext, RunContext
 from reviewbot.finding import Finding
-from reviewbot.rule import Invalid, Option, Rule, Valid
-from reviewbot.rules._docstring_options import DOCSTRING_OPTIONS, excluded, may_define
+from reviewbot.rule import Invalid, Option, Valid
+from reviewbot.rules._docstring_options import DOCSTRING_OPTIONS, DocstringRule
 
 
 def _check_threshold(value: float) -> str | None:
@@ -22,7 +21,7 @@ def coverage_percent(documented: int, total: int) -> float:
     return 100.0 if total == 0 else 100.0 * documented / total
 
 
-class DocstringCoverage(Rule):
+class DocstringCoverage(DocstringRule):
     """Docstring coverage of the checked files is below the threshold.
 
     ## What it does
@@ -99,17 +98,11 @@ class DocstringCoverage(Rule):
                 options={"exclude": []}),
     ]
 
-    @classmethod
-    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
-        """Only a file with a class or function (or a counted module) has anything to count."""
-        return may_define(text, settings)
-
     def check_file(self, ctx: FileContext) -> None:
         """Record this file's counted definitions for :meth:`finish`."""
-        if excluded(ctx.rel_path, self.settings):
-            return
-        ctx.add_fact(self.code, [(d.kind, d.name, d.line, d.documented)
-                                 for d in counted(ctx.definitions, self.settings)])
+        defs = self.counted_definitions(ctx)
+        if defs is not None:
+            ctx.add_fact(self.code, [(d.kind, d.name, d.line, d.documented) for d in defs])
 
     def finish(self, facts: Mapping[str, Any], run: RunContext) -> list[Finding]:
         """Report the run's coverage, and each file's with ``--coverage-report``."""

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from reviewbot.analysis.definitions import counted
 from reviewbot.context import FileContext
-from reviewbot.rule import Invalid, Rule, Valid
-from reviewbot.rules._docstring_options import DOCSTRING_OPTIONS, excluded, may_define
+from reviewbot.rule import Invalid, Valid
+from reviewbot.rules._docstring_options import DocstringRule
 
 
-class MissingDocstring(Rule):
+class MissingDocstring(DocstringRule):
     """A public class or function has no docstring.
 
     ## What it does
@@ -49,7 +46,6 @@ class MissingDocstring(Rule):
     summary = "A public class or function has no docstring"
     severity = "warning"
     default_enabled = False
-    options = DOCSTRING_OPTIONS
     VALID = [
         Valid('def f():\n    """Doc."""\n'),
         Valid("def __repr__(self):\n    pass\n"),
@@ -61,16 +57,9 @@ class MissingDocstring(Rule):
                 message_contains="method `A.run`"),
     ]
 
-    @classmethod
-    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
-        """Only a file with a class or function (or a counted module) has anything to count."""
-        return may_define(text, settings)
-
     def check_file(self, ctx: FileContext) -> None:
         """Report every counted definition of the file that has no docstring."""
-        if excluded(ctx.rel_path, self.settings):
-            return
-        for d in counted(ctx.definitions, self.settings):
+        for d in self.counted_definitions(ctx) or []:
             if not d.documented:
                 what = "module" if d.kind == "module" else f"{d.kind} `{d.name}`"
                 ctx.report(self, f"Missing docstring in {what}", d.line, d.column)
