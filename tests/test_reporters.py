@@ -98,11 +98,11 @@ def test_github_workflow_commands(tmp_path, monkeypatch):
     github.write(sample(), out, False)
     lines = out.getvalue().splitlines()
     assert lines[0] == ("::error file=pkg/a.py,line=4,col=31,endLine=4,endColumn=32,"
-                        "title=RB001 syntax-error::RB001 Syntax error: expected ':'")
+                        "title=RB001::Syntax error: expected ':' (syntax-error)")
     assert lines[1].startswith("::warning file=pkg/b.py,line=1,col=1,")
     # A finding about a folder has no file; '%' and newlines are escaped.
-    assert lines[2] == ("::warning title=RB301 docstring-coverage::RB301 Docstring coverage "
-                        "is 50.00%25, 100%25, a:b")
+    assert lines[2] == ("::warning title=RB301::Docstring coverage is 50.00%25, 100%25, a:b "
+                        "(docstring-coverage)")
 
 
 def test_github_escapes_properties():

@@ -25,5 +25,5 @@ def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
         if not os.path.isdir(f.path):
             props += [f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
                       f"endLine={f.end_line}", f"endColumn={f.end_column}"]
-        props.append(f"title={_escape_property(f'{f.code} {f.name}')}")
-        out.write(f"::{level} {','.join(props)}::{_escape_data(f'{f.code} {f.message}')}\n")
+        props.append(f"title={_escape_property(f.code)}")
+        out.write(f"::{level} {','.join(props)}::{_escape_data(f'{f.message} ({f.name})')}\n")
