@@ -20,14 +20,12 @@ import json
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -35,11 +33,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trees import BenchError, tree_for  # noqa: E402
+
 VLLM_VERSION = "0.11.0"
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 DATA_DIR = BENCH_DIR / "data"
-WHEEL_DIR = DATA_DIR / "wheel"
 TREE_DIR = DATA_DIR / f"vllm-{VLLM_VERSION}"
 TOOLS_VENV = DATA_DIR / "tools-venv"
 RESULTS_DIR = BENCH_DIR / "results"
@@ -96,40 +96,6 @@ class TreeStats:
     lines: int
 
 
-def download_wheel() -> Path:
-    """The vLLM wheel, downloaded with pip into WHEEL_DIR unless it is already there."""
-    existing = sorted(WHEEL_DIR.glob(f"vllm-{VLLM_VERSION}-*.whl"))
-    if existing:
-        return existing[0]
-    WHEEL_DIR.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-           f"vllm=={VLLM_VERSION}", "-d", str(WHEEL_DIR)]
-    print(f"downloading vllm=={VLLM_VERSION} (a few hundred MB) ...", flush=True)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    existing = sorted(WHEEL_DIR.glob(f"vllm-{VLLM_VERSION}-*.whl"))
-    if proc.returncode != 0 or not existing:
-        raise SetupError(f"could not download vllm=={VLLM_VERSION} "
-                         f"(pip exited {proc.returncode}: {last_line(proc.stderr)})")
-    return existing[0]
-
-
-def extract_sources(wheel: Path, target: Path) -> None:
-    """Unzip only the wheel's ``*.py`` files into ``target`` (atomically, via a temp folder)."""
-    staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            for member in archive.namelist():
-                parts = Path(member).parts
-                if not member.endswith(".py") or member.startswith("/") or ".." in parts:
-                    continue
-                archive.extract(member, staging)
-    except (OSError, zipfile.BadZipFile) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise SetupError(f"could not unpack {wheel.name}: {exc}") from None
-    staging.rename(target)
-
-
 def tree_stats(tree: Path) -> TreeStats:
     """Every ``.py`` file under ``tree`` (sorted) and how many lines they hold."""
     files = tuple(sorted(tree.rglob("*.py")))
@@ -142,8 +108,10 @@ def tree_stats(tree: Path) -> TreeStats:
 
 def ensure_tree() -> TreeStats:
     """Download and unpack the vLLM sources if missing; print and return their size."""
-    if not TREE_DIR.is_dir():
-        extract_sources(download_wheel(), TREE_DIR)
+    try:
+        tree_for(VLLM_VERSION)
+    except BenchError as exc:
+        raise SetupError(str(exc)) from None
     ensure_root_marker()
     stats = tree_stats(TREE_DIR)
     if not stats.files:
@@ -214,6 +182,7 @@ class TreeSampler:
     """
 
     def __init__(self, root_pid: int, interval: float = SAMPLE_INTERVAL_S) -> None:
+        """Prepare to sample ``root_pid``'s tree every ``interval`` seconds."""
         self.root_pid = root_pid
         self.interval = interval
         self.peak_bytes = 0
@@ -468,8 +437,12 @@ def run_case(case: Case, repeat: int) -> CaseResult:
     findings, notes = case.summarize(runs[-1])
     done = [r for r in runs if not r.timed_out]
     if len(done) < len(runs):
-        notes = f"timed out after {case.timeout:.0f} s ({len(runs) - len(done)} of {len(runs)})"
-        findings = None if not done else findings
+        timeout_note = (f"{len(runs) - len(done)} of {len(runs)} runs timed out "
+                        f"after {case.timeout:.0f} s")
+        if done and runs[-1].timed_out:  # report the output of a run that finished
+            findings, notes = case.summarize(done[-1])
+        notes = f"{notes}; {timeout_note}" if done else timeout_note
+        findings = findings if done else None
     failed = [r for r in done if r.returncode not in (0, 1)]
     if failed and case.summarize is not summarize_fixit:
         notes += f"; exit {failed[-1].returncode}: {last_line(failed[-1].stderr)}"
@@ -506,11 +479,12 @@ def version_of(package: str, python: str | None = None) -> str:
 
 
 def git_revision() -> str:
-    """The checkout's commit, with ``-dirty`` when it has uncommitted changes."""
+    """The checkout's commit, with ``-dirty`` when the code under test has uncommitted changes."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
                               capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                "reviewbot", "rules", "pyproject.toml"],
                                cwd=REPO_ROOT, capture_output=True, text=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -596,11 +570,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="runs per measurement; the median is reported (default: 1)")
     parser.add_argument("--skip-slow", action="store_true",
-                        help="leave out fixit on the whole tree (minutes)")
+                        help="leave out fixit on the whole tree (about 8 minutes on 2 cores)")
     parser.add_argument("--timeout", type=float, default=600, metavar="S",
                         help="limit for each run (default: 600)")
-    parser.add_argument("--fixit-timeout", type=float, default=600, metavar="S",
-                        help="limit for fixit on the whole tree (default: 600)")
+    parser.add_argument("--fixit-timeout", type=float, default=900, metavar="S",
+                        help="limit for fixit on the whole tree (default: 900; it took "
+                             "460-490 s on 2 cores)")
     parser.add_argument("--only", metavar="TEXT",
                         help="run only the cases whose name contains TEXT")
     args = parser.parse_args(argv)

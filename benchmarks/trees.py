@@ -1,41 +1,67 @@
 """Real trees for the benchmarks: a vLLM wheel's Python files, downloaded once.
 
-`pip download --no-deps --only-binary :all: vllm==VERSION` into benchmarks/data/wheels,
+`pip download --no-deps --only-binary :all: vllm==VERSION` into benchmarks/data/wheel,
 then only its `*.py` files unpacked into benchmarks/data/vllm-VERSION (git-ignored).
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data"
+WHEELS = DATA / "wheel"
 
 
 class BenchError(Exception):
     """A step of a benchmark failed; the message says which and why."""
 
 
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
+def download_wheel(version: str) -> Path:
+    """The vLLM wheel, downloaded with pip unless it is already there."""
+    existing = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
+    if existing:
+        return existing[0]
+    WHEELS.mkdir(parents=True, exist_ok=True)
+    print(f"downloading vllm=={version} (a few hundred MB) ...", flush=True)
+    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
+                           "--only-binary", ":all:", f"vllm=={version}", "-d", str(WHEELS)],
+                          capture_output=True, text=True)
+    existing = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
+    if proc.returncode != 0 or not existing:
+        raise BenchError(f"could not download vllm=={version} "
+                         f"(pip exited {proc.returncode}: {_last_line(proc.stderr)})")
+    return existing[0]
+
+
+def extract_sources(wheel: Path, target: Path) -> None:
+    """Unzip only the wheel's ``*.py`` files into ``target`` (atomically, via a temp folder)."""
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.namelist():
+                parts = Path(member).parts
+                if not member.endswith(".py") or member.startswith("/") or ".." in parts:
+                    continue
+                archive.extract(member, staging)
+    except (OSError, zipfile.BadZipFile) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise BenchError(f"could not unpack {wheel.name}: {exc}") from None
+    staging.rename(target)
+
+
 def tree_for(version: str) -> Path:
-    """Download the wheel (once) and unpack its Python files; return the tree's folder."""
+    """The folder holding the Python files of the vLLM ``version`` wheel."""
     tree = DATA / f"vllm-{version}"
-    if tree.is_dir() and any(tree.rglob("*.py")):
-        return tree
-    wheels = DATA / "wheels"
-    wheels.mkdir(parents=True, exist_ok=True)
-    found = list(wheels.glob(f"vllm-{version}-*.whl"))
-    if not found:
-        proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                               "--only-binary", ":all:", f"vllm=={version}", "-d", str(wheels)],
-                              capture_output=True, text=True)
-        found = list(wheels.glob(f"vllm-{version}-*.whl"))
-        if proc.returncode != 0 or not found:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise BenchError(f"could not download vllm=={version}: {last}")
-    with zipfile.ZipFile(found[0]) as archive:
-        for member in archive.namelist():
-            if member.endswith(".py"):
-                archive.extract(member, tree)
+    if not tree.is_dir():
+        extract_sources(download_wheel(version), tree)
     return tree
