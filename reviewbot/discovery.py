@@ -71,6 +71,7 @@ class GitIgnores:
     def __init__(self) -> None:
         self._sets: dict[Path, PatternSet | None] = {}
         self._git_roots: dict[Path, Path | None] = {}
+        self._level_cache: dict[Path, list[tuple[Path, PatternSet]]] = {}
 
     def git_root(self, folder: Path) -> Path | None:
         """The nearest folder at or above ``folder`` that holds ``.git``."""
@@ -102,11 +103,17 @@ class GitIgnores:
         return self._sets[folder]
 
     def _levels(self, path: Path) -> list[tuple[Path, PatternSet]]:
-        root = self.git_root(path.parent)
+        folder = path.parent
+        if folder not in self._level_cache:
+            self._level_cache[folder] = self._compute_levels(folder)
+        return self._level_cache[folder]
+
+    def _compute_levels(self, parent: Path) -> list[tuple[Path, PatternSet]]:
+        root = self.git_root(parent)
         if root is None:
             return []
         chain = []
-        folder = path.parent
+        folder = parent
         while folder != root and root in folder.parents:
             chain.append(folder)
             folder = folder.parent
