@@ -681,9 +681,15 @@ class FunctionWalker:
             self.env = dict(before)
             self.block(body)
             results.append(self.env)
-        names = set().union(*results)
-        self.env = {name: merge([env.get(name, before.get(name, UNKNOWN_L)) for env in results])
-                    for name in names}
+        merged = dict(results[0])
+        for env in results[1:]:
+            for name in merged.keys() | env.keys():
+                first, other = merged.get(name), env.get(name)
+                if first is other:
+                    continue  # the common case: untouched in both branches
+                fallback = before.get(name, UNKNOWN_L)
+                merged[name] = merge([first or fallback, other or fallback])
+        self.env = merged
 
     def bind(self, target: ast.expr, label: Label, value: ast.expr | None = None) -> None:
         """Give an assignment target the label of what is assigned."""
