@@ -261,6 +261,8 @@ class Engine:
                 done += 1
                 self._report_progress(done, total)
             return
+        # Largest files first, in small batches: the workers finish together.
+        jobs = sorted(jobs, key=lambda job: len(job.data), reverse=True)
         size = max(1, min(16, len(jobs) // (self.jobs * 8) or 1))
         pending = {job.display: job for job in jobs}
         try:
