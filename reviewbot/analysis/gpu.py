@@ -98,8 +98,10 @@ class Site:
     label: Label  # the tensor's label (its why says why it is on the GPU)
 
 
-_SELF_ATTR = re.compile(r"\bself\.(\w+)")
-_SELF_WRITE = re.compile(r"\bself\.(\w+)\s*(?::[^=\n]+)?=(?!=)")
+# Patterns that start with a literal: Python's re scans for those quickly.
+_SELF_ATTR = re.compile(r"self\.(\w+)")
+_SELF_WRITE = re.compile(r"self\.(\w+)(?:\s*:[^=\n]*)?\s*=(?!=)")
+_SELF_CALL = re.compile(r"(?:self|cls|\))\.(\w+)\s*\(")
 # Text without which a function holds no site: sync calls, data-dependent ops, tests and
 # comparisons (conditions, masks), and non_blocking copies.
 _CANDIDATE = re.compile(
@@ -108,22 +110,7 @@ _CANDIDATE = re.compile(
     r"\b(?:bool|int|float|where|nonzero|unique|masked_select|argwhere|repeat_interleave|"
     r"synchronize)\s*\(|\b(?:if|while|assert|and|or)\b|==|!=|<|(?<!-)>|~|logical_|isnan|"
     r"isinf|non_blocking")
-_CLEARS_FLAG = re.compile(r"\bself\.(\w+)\s*=\s*False\b")
-_CALL = re.compile(r"([\w.]*)\s*\(")
-
-
-def _called_names(text: str) -> set[str]:
-    """Names called as f(...), self.f(...), cls.f(...) or super().f(...)."""
-    names = set()
-    for dotted in _CALL.findall(text):
-        parts = dotted.split(".")
-        if len(parts) == 1 and parts[0]:
-            names.add(parts[0])
-        elif len(parts) == 2 and parts[0] in ("self", "cls", ""):
-            names.add(parts[1])
-    return names
-
-
+_CLEARS_FLAG = re.compile(r"self\.(\w+)\s*=\s*False\b")
 @dataclass
 class Summary:
     """Facts about a function body read off its source text (far cheaper than a walk).
@@ -135,9 +122,9 @@ class Summary:
     text: str
 
     @property
-    def called(self) -> set[str]:
-        """Names called as f(...), self.f(...), cls.f(...), super().f(...)."""
-        return self._cached("called", lambda: _called_names(self.text))
+    def self_called(self) -> set[str]:
+        """Names called as self.f(...), cls.f(...) or super().f(...)."""
+        return self._cached("self_called", lambda: set(_SELF_CALL.findall(self.text)))
 
     @property
     def candidate(self) -> bool:
@@ -370,11 +357,18 @@ class ModuleAnalyzer:
         self._returns: dict[str, Label] = {}
         # function qualname -> parameter -> label, from the module's own call sites
         self.params: dict[str, dict[str, Label]] = {}
+        self._mros: dict[str, list[ClassInfo]] = {}
         self._returns_active: set[str] = set()
         self._index(tree.body, None, "")
         for cls in self.classes.values():
             cls.is_module = self._is_module_class(cls)
             cls.on_cuda = _matches(cls.name, self.packs.cuda_classes)
+        module_functions = sorted((q for q in self.functions if "." not in q), key=len,
+                                  reverse=True)
+        # Calls of the module's own functions, found in a function's text with one scan.
+        self._bare_call = re.compile(
+            "(" + "|".join(map(re.escape, module_functions)) + r")\s*\(") \
+            if module_functions else None
 
     # Index ------------------------------------------------------------------------
     def _index(self, body: list[ast.stmt], cls: ClassInfo | None, prefix: str) -> None:
@@ -430,6 +424,10 @@ class ModuleAnalyzer:
         return False
 
     def _mro(self, cls: ClassInfo) -> list[ClassInfo]:
+        """``cls`` and its base classes defined in this module, nearest first (cached)."""
+        cached = self._mros.get(cls.name)
+        if cached is not None and cached[0] is cls:
+            return cached
         order, queue = [], [cls]
         while queue:
             current = queue.pop(0)
@@ -438,6 +436,7 @@ class ModuleAnalyzer:
             order.append(current)
             queue += [self.classes[b.rsplit(".", 1)[-1]] for b in current.bases
                       if b.rsplit(".", 1)[-1] in self.classes]
+        self._mros[cls.name] = order
         return order
 
     def method(self, cls: ClassInfo, name: str) -> FunctionInfo | None:
@@ -461,15 +460,21 @@ class ModuleAnalyzer:
 
     def callees(self, func: FunctionInfo) -> Iterator[FunctionInfo]:
         """Functions of this module that ``func`` calls (directly or through ``self``)."""
-        for name in sorted(func.summary.called):
-            if func.cls is not None:
+        if func.cls is not None:
+            for name in sorted(func.summary.self_called):
                 callee = self.method(func.cls, name)
                 if callee is not None:
                     yield callee
-                    continue
-            callee = self.functions.get(name)
-            if callee is not None:
-                yield callee
+        if self._bare_call is None:
+            return
+        text = func.summary.text
+        seen: set[str] = set()
+        for match in self._bare_call.finditer(text):
+            before = text[match.start() - 1] if match.start() else " "
+            name = match.group(1)
+            if not (before.isalnum() or before in "_.") and name not in seen:
+                seen.add(name)
+                yield self.functions[name]
 
     def _one_off(self, caller: FunctionInfo, callee: FunctionInfo) -> bool:
         """A callee that clears the flag its call is guarded by runs once, not per step:
