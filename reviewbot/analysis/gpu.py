@@ -18,6 +18,7 @@ LibCST, which keeps the RB1xx family cheap enough to run on every commit):
 from __future__ import annotations
 
 import ast
+import bisect
 import fnmatch
 import re
 from dataclasses import dataclass, field
@@ -225,8 +226,26 @@ def _matches(qualname: str, patterns: tuple[str, ...]) -> bool:
     return bare is not None and bare.match(qualname.rsplit(".", 1)[-1]) is not None
 
 
+def _holds_line(lines: list[int], first: int, last: int | None) -> bool:
+    """Whether the sorted ``lines`` hold one in ``first..last``."""
+    index = bisect.bisect_left(lines, first)
+    return index < len(lines) and lines[index] <= (last or first)
+
+
+_TRIGGER_WORDS: dict[int, tuple[PackData, tuple[str, ...]]] = {}
+
+
 def trigger_words(packs: PackData) -> tuple[str, ...]:
     """Words one of which every file with a hot path spells (the entry points' names)."""
+    cached = _TRIGGER_WORDS.get(id(packs))
+    if cached is not None and cached[0] is packs:
+        return cached[1]
+    words = _trigger_words(packs)
+    _TRIGGER_WORDS[id(packs)] = (packs, words)
+    return words
+
+
+def _trigger_words(packs: PackData) -> tuple[str, ...]:
     words = set()
     for pattern in (*packs.hot_path_entry_points, *packs.module_entry_points):
         last = pattern.rsplit(".", 1)[-1]
@@ -363,12 +382,8 @@ class ModuleAnalyzer:
         for cls in self.classes.values():
             cls.is_module = self._is_module_class(cls)
             cls.on_cuda = _matches(cls.name, self.packs.cuda_classes)
-        module_functions = sorted((q for q in self.functions if "." not in q), key=len,
-                                  reverse=True)
-        # Calls of the module's own functions, found in a function's text with one scan.
-        self._bare_call = re.compile(
-            "(" + "|".join(map(re.escape, module_functions)) + r")\s*\(") \
-            if module_functions else None
+        # Module-level functions, found in a caller's text as `name(`.
+        self._module_functions = [q for q in self.functions if "." not in q]
 
     # Index ------------------------------------------------------------------------
     def _index(self, body: list[ast.stmt], cls: ClassInfo | None, prefix: str) -> None:
@@ -465,16 +480,15 @@ class ModuleAnalyzer:
                 callee = self.method(func.cls, name)
                 if callee is not None:
                     yield callee
-        if self._bare_call is None:
-            return
         text = func.summary.text
-        seen: set[str] = set()
-        for match in self._bare_call.finditer(text):
-            before = text[match.start() - 1] if match.start() else " "
-            name = match.group(1)
-            if not (before.isalnum() or before in "_.") and name not in seen:
-                seen.add(name)
-                yield self.functions[name]
+        for name in self._module_functions:
+            start = text.find(name + "(")
+            while start != -1:
+                before = text[start - 1] if start else " "
+                if not (before.isalnum() or before in "_."):
+                    yield self.functions[name]
+                    break
+                start = text.find(name + "(", start + 1)
 
     def _one_off(self, caller: FunctionInfo, callee: FunctionInfo) -> bool:
         """A callee that clears the flag its call is guarded by runs once, not per step:
@@ -582,9 +596,9 @@ class ModuleAnalyzer:
         if self.non_cuda():
             return GpuAnalysis([], {}, self.functions)
         hot = self.hot_paths()
-        async_copiers = [f for f in self.functions.values() if f.qualname not in hot and any(
-            f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)
-            for line in self.non_blocking_lines)]
+        lines = sorted(self.non_blocking_lines)
+        async_copiers = [f for f in self.functions.values() if lines and f.qualname not in hot
+                         and _holds_line(lines, f.node.lineno, f.node.end_lineno)]
         needed = self._needing_walk([self.functions[q] for q in hot])
         relevant = [self.functions[q] for q in hot if q in needed] + async_copiers
         if not relevant:
