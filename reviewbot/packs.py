@@ -14,7 +14,8 @@ from typing import Any, Mapping, Sequence
 from reviewbot.errors import ConfigError
 
 _LIST_KEYS = {
-    "hot-paths": ("entry-points", "module-entry-points", "startup", "sync-allowed-contexts"),
+    "hot-paths": ("entry-points", "module-entry-points", "startup", "sync-allowed-contexts",
+                  "loop-callees"),
     "devices": ("module-classes", "module-factories", "cuda-classes", "non-cuda-imports"),
 }
 _TOP_KEYS = ("name", "description", "hot-paths", "devices", "size-bounds")
@@ -34,6 +35,8 @@ class PackData:
     startup_functions: tuple[str, ...] = ()
     # Context managers whose block marks syncs as intended.
     sync_allowed_contexts: tuple[str, ...] = ()
+    # Callees (qualified-name patterns) that make a function with a loop calling them hot.
+    loop_callees: tuple[str, ...] = ()
     # Class-name patterns of nn.Module-like objects, and factories that return them.
     module_classes: tuple[str, ...] = ()
     module_factories: tuple[str, ...] = ()
@@ -153,6 +156,7 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
         module_entry_points=unique("module-entry-points"),
         startup_functions=unique("startup"),
         sync_allowed_contexts=unique("sync-allowed-contexts"),
+        loop_callees=unique("loop-callees"),
         module_classes=unique("module-classes"),
         module_factories=unique("module-factories"),
         cuda_classes=unique("cuda-classes"),

@@ -365,3 +365,23 @@ def test_include_unknown_flag_reaches_the_rules(tmp_path, run_cli):
                       "--output-format", "json"], cwd=tmp_path)
     assert sorted(f["code"] for f in json.loads(result.out)) == ["RB101", "RB102", "RB103"]
     assert {f["severity"] for f in json.loads(result.out)} == {"warning"}
+
+
+def test_a_loop_that_calls_a_model_is_hot(tmp_path):
+    source = """
+    import torch
+
+    def generate(model, input_ids, steps):
+        tokens = []
+        for _ in range(steps):
+            logits = model(input_ids)
+            next_id = logits[:, -1].argmax(-1)
+            tokens.append(next_id.item())
+        return tokens
+
+    def summarise(values):
+        return torch.zeros(3, device="cuda").sum().item()
+    """
+    (finding,) = findings(tmp_path, source, RB102)
+    assert finding.line == 9
+    assert "hot path generate (a loop calling model)" in finding.message

@@ -232,6 +232,19 @@ def _holds_line(lines: list[int], first: int, last: int | None) -> bool:
     return index < len(lines) and lines[index] <= (last or first)
 
 
+@lru_cache(maxsize=64)
+def _loop_words(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """Text every call of a loop callee spells: `model(` for the pattern `*.model`."""
+    words = set()
+    for pattern in patterns:
+        last = pattern.rsplit(".", 1)[-1]
+        chunks = [c for c in last.split("*") if c]
+        if not chunks:
+            return ()
+        words.add(chunks[-1] + "(" if last.endswith(chunks[-1]) else max(chunks, key=len))
+    return tuple(sorted(words))
+
+
 _TRIGGER_WORDS: dict[int, tuple[PackData, tuple[str, ...]]] = {}
 
 
@@ -247,6 +260,11 @@ def trigger_words(packs: PackData) -> tuple[str, ...]:
 
 def _trigger_words(packs: PackData) -> tuple[str, ...]:
     words = set()
+    if packs.loop_callees:
+        loop_words = _loop_words(packs.loop_callees)
+        if not loop_words:
+            return ()
+        words.update(loop_words)
     for pattern in (*packs.hot_path_entry_points, *packs.module_entry_points):
         last = pattern.rsplit(".", 1)[-1]
         chunks = [c for c in last.replace("?", "*").split("*") if c]
@@ -497,14 +515,39 @@ class ModuleAnalyzer:
         return bool(cleared) and any(re.search(rf"\bif\s+self\.{flag}\b", caller.summary.text)
                                      for flag in cleared)
 
+    def loop_calling_a_model(self, func: FunctionInfo) -> str | None:
+        """The model a loop of ``func`` calls (a generation or decode loop), or None."""
+        patterns = self.packs.loop_callees
+        text = func.summary.text
+        if not patterns or ("for " not in text and "while " not in text):
+            return None
+        if not any(word in text for word in _loop_words(patterns)):
+            return None  # no call of a model at all: no walk needed
+        for node in ast.walk(func.node):
+            if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+                continue
+            for child in ast.walk(node):
+                if isinstance(child, ast.Call):
+                    name = self.names.qualify(child.func) or ""
+                    if "()" not in name and _matches(name, patterns):
+                        return name
+        return None
+
     def hot_paths(self) -> dict[str, list[str]]:
         """Each hot function with the shortest chain of calls from an entry point."""
         chains: dict[str, list[str]] = {}
         queue: list[FunctionInfo] = []
         for func in self.functions.values():
-            if self.is_entry(func) and not self.is_startup(func):
+            if self.is_startup(func):
+                continue
+            if self.is_entry(func):
                 chains[func.qualname] = [func.name]
                 queue.append(func)
+            else:
+                callee = self.loop_calling_a_model(func)
+                if callee is not None:
+                    chains[func.qualname] = [f"{func.name} (a loop calling {callee})"]
+                    queue.append(func)
         while queue:
             func = queue.pop(0)
             chain = chains[func.qualname]
@@ -1055,6 +1098,8 @@ class FunctionWalker:
         if receiver.kind == MODULE or (not method and self.label(func).kind == MODULE):
             source = _short(func)
             return Label(CUDA, f"output of {source} at line {node.lineno}")
+        if not method and qual and _matches(qual, self.m.packs.loop_callees):
+            return Label(CUDA, f"output of {qual} at line {node.lineno}")
         if isinstance(func, ast.Name):
             local_class = self.m.classes.get(func.id)
             if local_class is not None and local_class.is_module:
