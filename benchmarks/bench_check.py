@@ -52,33 +52,22 @@ DEFAULTS_CONFIG = DATA_DIR / "reviewbot-defaults.yml"
 SAMPLE_INTERVAL_S = 0.02
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
-LIBCST_LOOP = """\
-import json, sys, libcst
+# A bare parse loop over a list of files, one core; {module} and {call} fill it in.
+PARSE_LOOP = """\
+import json, sys, {module}
 paths = open(sys.argv[1], encoding="utf-8").read().splitlines()
 errors = 0
 for path in paths:
     with open(path, "rb") as handle:
         data = handle.read()
     try:
-        libcst.parse_module(data)
+        {call}
     except Exception:
         errors += 1
-print(json.dumps({"files": len(paths), "errors": errors}))
+print(json.dumps({{"files": len(paths), "errors": errors}}))
 """
-
-AST_LOOP = """\
-import ast, json, sys
-paths = open(sys.argv[1], encoding="utf-8").read().splitlines()
-errors = 0
-for path in paths:
-    with open(path, "rb") as handle:
-        data = handle.read()
-    try:
-        ast.parse(data, filename=path)
-    except Exception:
-        errors += 1
-print(json.dumps({"files": len(paths), "errors": errors}))
-"""
+LIBCST_LOOP = PARSE_LOOP.format(module="libcst", call="libcst.parse_module(data)")
+AST_LOOP = PARSE_LOOP.format(module="ast", call="ast.parse(data, filename=path)")
 
 
 class SetupError(Exception):
