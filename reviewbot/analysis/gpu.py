@@ -209,6 +209,9 @@ class GpuAnalysis:
     functions: dict[str, FunctionInfo]
 
 
+_RETURNS_VALUE = re.compile(r"\breturn[ \t(\[{]*[^\s#;)]")
+
+
 @lru_cache(maxsize=256)
 def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
     """One regex for the qualified-name patterns, one for the dotless (bare name) ones."""
@@ -218,6 +221,7 @@ def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pat
             re.compile("|".join(bare)) if bare else None)
 
 
+@lru_cache(maxsize=16384)
 def _matches(qualname: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``qualname`` (or, for a pattern without a dot, its last part) matches."""
     full, bare = _compiled(patterns)
@@ -595,6 +599,9 @@ class ModuleAnalyzer:
         if key in self._returns:
             return self._returns[key]
         if key in self._returns_active:
+            return UNKNOWN_L
+        if not _RETURNS_VALUE.search(func.summary.text):  # returns None: no walk needed
+            self._returns[key] = UNKNOWN_L
             return UNKNOWN_L
         self._returns_active.add(key)
         walker = FunctionWalker(self, func, report=False, seed=cuda_args)
