@@ -19,7 +19,18 @@ _LIST_KEYS = {
     "devices": ("module-classes", "module-factories", "cuda-classes", "non-cuda-imports"),
 }
 _TOP_KEYS = ("name", "description", "hot-paths", "devices", "size-bounds")
-_BOUND_KEYS = ("holds", "names")
+_BOUND_KEYS = ("holds", "names", "aliases", "typical")
+
+
+@dataclass(frozen=True)
+class SizeBound:
+    """A size bound (``max_num_reqs``): what it bounds, the names of things it bounds, and
+    a typical value for messages."""
+
+    holds: str
+    names: tuple[str, ...]
+    typical: int | None = None
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class PackData:
     # Modules whose import marks a file as code for another accelerator (not CUDA).
     non_cuda_imports: tuple[str, ...] = ()
     # bound attribute (e.g. "max_num_reqs") -> (what it bounds, names bounded by it)
-    size_bounds: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    size_bounds: Mapping[str, "SizeBound"] = field(default_factory=dict)
 
 
 def builtin_pack_dirs() -> list[Path]:
@@ -124,11 +135,16 @@ def load_pack(path: Path) -> dict[str, Any]:
             raise ConfigError(shown, key, "expected a table with holds and names")
         for sub in spec:
             if sub not in _BOUND_KEYS:
-                raise ConfigError(shown, f"{key}.{sub}", "unknown key; expected holds or names")
+                raise ConfigError(shown, f"{key}.{sub}", "unknown key; expected holds, names, aliases or typical")
         if not isinstance(spec.get("holds"), str):
             raise ConfigError(shown, f"{key}.holds", "expected a string")
-        pack["size-bounds"][str(bound)] = (spec["holds"], _strings(spec.get("names"), shown,
-                                                                   f"{key}.names"))
+        typical = spec.get("typical")
+        if typical is not None and (isinstance(typical, bool) or not isinstance(typical, int)
+                                    or typical <= 0):
+            raise ConfigError(shown, f"{key}.typical", "expected a positive integer")
+        pack["size-bounds"][str(bound)] = SizeBound(
+            spec["holds"], _strings(spec.get("names"), shown, f"{key}.names"), typical,
+            _strings(spec.get("aliases", []), shown, f"{key}.aliases"))
     return pack
 
 
@@ -137,15 +153,17 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
     """Load and merge the packs a configuration names."""
     names: list[str] = []
     lists: dict[str, list[str]] = {key: [] for keys in _LIST_KEYS.values() for key in keys}
-    bounds: dict[str, tuple[str, tuple[str, ...]]] = {}
+    bounds: dict[str, SizeBound] = {}
     for spec in specs:
         pack = load_pack(_locate(spec, root, source or "<defaults>", key))
         names.append(pack["name"])
         for list_key, values in lists.items():
             values += pack.get(list_key, ())
-        for bound, (holds, bound_names) in pack["size-bounds"].items():
-            old = bounds.get(bound, (holds, ()))
-            bounds[bound] = (holds, tuple(dict.fromkeys((*old[1], *bound_names))))
+        for bound, new in pack["size-bounds"].items():
+            old = bounds.get(bound, SizeBound(new.holds, (), None))
+            bounds[bound] = SizeBound(new.holds, tuple(dict.fromkeys((*old.names, *new.names))),
+                                      new.typical if new.typical is not None else old.typical,
+                                      tuple(dict.fromkeys((*old.aliases, *new.aliases))))
 
     def unique(list_key: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(lists[list_key]))

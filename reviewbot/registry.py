@@ -13,6 +13,9 @@ from reviewbot.rules.rb103_blocking_copy_to_host import BlockingCopyToHost
 from reviewbot.rules.rb104_implicit_sync import ImplicitSync
 from reviewbot.rules.rb105_explicit_sync import ExplicitSync
 from reviewbot.rules.rb106_unsynchronised_async_copy import UnsynchronisedAsyncCopy
+from reviewbot.rules.rb201_buffer_bound_mismatch import BufferBoundMismatch
+from reviewbot.rules.rb202_pinned_alloc_in_hot_path import PinnedAllocInHotPath
+from reviewbot.rules.rb203_unguarded_pin_memory import UnguardedPinMemory
 from reviewbot.rules.rb301_docstring_coverage import DocstringCoverage
 from reviewbot.rules.rb302_missing_docstring import MissingDocstring
 
@@ -26,6 +29,9 @@ RULES: tuple[type[Rule], ...] = (
     ImplicitSync,
     ExplicitSync,
     UnsynchronisedAsyncCopy,
+    BufferBoundMismatch,
+    PinnedAllocInHotPath,
+    UnguardedPinMemory,
     DocstringCoverage,
     MissingDocstring,
 )

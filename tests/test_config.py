@@ -228,4 +228,4 @@ def test_user_rule_pack_extends_the_shipped_one(tmp_path):
     assert packs.names == ("inference-engines", "mine")
     assert "*ModelRunner.execute_model" in packs.hot_path_entry_points
     assert "decode_step" in packs.hot_path_entry_points
-    assert {"num_reqs", "n_active"} <= set(packs.size_bounds["max_num_reqs"][1])
+    assert {"num_reqs", "n_active"} <= set(packs.size_bounds["max_num_reqs"].names)

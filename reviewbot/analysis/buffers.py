@@ -1,0 +1,391 @@
+"""Buffers held by a class and the size bounds of their allocations and uses (RB201).
+
+A buffer is an attribute assigned a shaped allocation (``self.buf = torch.empty((n, 1))``,
+``np.zeros(n)``). Its *allocation bound* is the size bound (a rule pack's ``size-bounds``
+key, such as ``max_model_len``) its leading dimension spells. Its *use bounds* come from
+every place the class's methods touch it: the stop of a leading slice (``buf[:num_reqs]``,
+``buf[:x.shape[0]]``), an index (``buf[positions]``), and the source of a copy into it
+(``buf[:n].copy_(sampled_token_ids)``). What a count or an index is bounded by is read from
+its name, through the pack's ``names`` of each bound.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from reviewbot.analysis.gpu import Names
+from reviewbot.packs import PackData
+
+_ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "randint"})
+_LIBRARIES = ("torch", "numpy")
+_DTYPE_BYTES = {
+    "bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "int16": 2, "short": 2, "float16": 2, "half": 2, "bfloat16": 2,
+    "int32": 4, "int": 4, "float32": 4, "float": 4, "uint32": 4,
+    "int64": 8, "long": 8, "float64": 8, "double": 8, "uint64": 8,
+}
+# Default element types: torch's default float, numpy's float64.
+_DEFAULT_DTYPE = {"torch": ("float32", 4), "numpy": ("float64", 8)}
+_MAX_DEPTH = 4  # how many local assignments a count is followed through
+
+
+@dataclass
+class Use:
+    """One place a method touches a buffer, and the bounds that place shows."""
+
+    line: int
+    text: str
+    bounds: set[str] = field(default_factory=set)
+    known: bool = True  # False: the buffer escapes or is used whole
+    sources: list[str] = field(default_factory=list)  # what is copied into it
+
+    def describe(self) -> str:
+        """``line 9 `buf[:n]` (filled from `ids`)``."""
+        text = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        filled = f" (filled from `{'`, `'.join(self.sources)}`)" if self.sources else ""
+        return f"line {self.line} `{text}`{filled}"
+
+
+@dataclass
+class Buffer:
+    """A buffer a class allocates, with its leading dimension's bound."""
+
+    cls: str
+    attr: str
+    call: ast.Call
+    dim: ast.expr  # the leading dimension's expression
+    bound: str
+    bound_nodes: list[ast.expr]  # the Name / Attribute nodes that spell the bound
+    method: ast.FunctionDef | ast.AsyncFunctionDef
+    library: str
+    dtype: str
+    itemsize: int
+    row_elements: int | None  # product of the other dimensions, when they are literals
+    pinned: bool
+    uses: list[Use] = field(default_factory=list)
+    reassigned: bool = False
+
+
+@dataclass
+class Mismatch:
+    """A buffer sized by one bound while every use is bounded by another."""
+
+    buffer: Buffer
+    use_bound: str
+
+
+class BoundNames:
+    """Which size bound an identifier names or is limited by, from the rule packs."""
+
+    def __init__(self, packs: PackData) -> None:
+        self.bounds = packs.size_bounds
+        self.spellings: dict[str, str] = {}
+        self.names: list[tuple[tuple[str, ...], str]] = []
+        for bound, spec in self.bounds.items():
+            self.spellings[bound] = bound
+            for alias in spec.aliases:
+                self.spellings[alias] = bound
+            for name in spec.names:
+                self.names.append((tuple(name.split("_")), bound))
+
+    def spelled(self, identifier: str) -> str | None:
+        """The bound an identifier spells itself (``max_num_reqs``, ``max_num_seqs``)."""
+        return self.spellings.get(identifier.lstrip("_"))
+
+    def limiting(self, identifier: str) -> str | None:
+        """The bound that limits a count or index of this name (``num_reqs`` -> ``max_num_reqs``),
+        or None when no bound's names match or several do."""
+        spelled = self.spelled(identifier)
+        if spelled is not None:
+            return spelled
+        words = tuple(w for w in identifier.lower().split("_") if w)
+        found = {bound for name, bound in self.names if _contains(words, name)}
+        return found.pop() if len(found) == 1 else None
+
+
+def _contains(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
+    size = len(part)
+    return any(words[i:i + size] == part for i in range(len(words) - size + 1))
+
+
+def _last_name(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return None
+
+
+def _self_attr(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+            and expr.value.id == "self":
+        return expr.attr
+    return None
+
+
+def _int(expr: ast.expr) -> int | None:
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, int) \
+            and not isinstance(expr.value, bool):
+        return expr.value
+    return None
+
+
+def _kw(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _functions(cls: ast.ClassDef) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+def _parents(func: ast.AST) -> dict[ast.AST, ast.AST]:
+    """Each node's parent within one function."""
+    parent: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(func):
+        for child in ast.iter_child_nodes(node):
+            parent[child] = node
+    return parent
+
+
+class BufferAnalyzer:
+    """Finds the buffers of a module's classes and the bounds of their uses."""
+
+    def __init__(self, tree: ast.Module, packs: PackData) -> None:
+        self.tree = tree
+        self.names = Names(tree)
+        self.bounds = BoundNames(packs)
+
+    # Allocations ----------------------------------------------------------------
+    def allocation(self, call: ast.Call) -> str | None:
+        """``torch`` or ``numpy`` when ``call`` allocates a shaped array there."""
+        qual = self.names.qualify(call.func) or ""
+        library, _, last = qual.rpartition(".")
+        if last in _ALLOCATORS and library in _LIBRARIES:
+            return library
+        return None
+
+    def dims(self, call: ast.Call) -> list[ast.expr] | None:
+        """The dimensions an allocation call spells."""
+        shape = _kw(call, "size") or _kw(call, "shape")
+        if shape is None and call.args:
+            first = call.args[0]
+            if isinstance(first, (ast.Tuple, ast.List)):
+                return list(first.elts)
+            qual = self.names.qualify(call.func) or ""
+            if qual.endswith("full"):  # torch.full(size, value)
+                return [first]
+            return [a for a in call.args if not isinstance(a, ast.Starred)]
+        if isinstance(shape, (ast.Tuple, ast.List)):
+            return list(shape.elts)
+        return [shape] if shape is not None else None
+
+    def bound_of_dim(self, dim: ast.expr) -> tuple[str, list[ast.expr]] | None:
+        """The one bound a leading dimension spells, and the nodes that spell it."""
+        found: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(dim):
+            if isinstance(node, (ast.Name, ast.Attribute)):
+                name = _last_name(node)
+                bound = self.bounds.spelled(name) if name else None
+                if bound is not None:
+                    found.setdefault(bound, []).append(node)
+        if len(found) != 1:
+            return None
+        bound, nodes = next(iter(found.items()))
+        return bound, nodes
+
+    def buffer(self, cls: ast.ClassDef, func: ast.FunctionDef | ast.AsyncFunctionDef,
+               attr: str, call: ast.Call) -> Buffer | None:
+        """The buffer ``self.attr = call`` allocates, when its leading dimension is a bound."""
+        library = self.allocation(call)
+        dims = self.dims(call) if library else None
+        if not library or not dims:
+            return None
+        spelled = self.bound_of_dim(dims[0])
+        if spelled is None:
+            return None
+        dtype, itemsize = _DEFAULT_DTYPE[library]
+        dtype_expr = _kw(call, "dtype")
+        if dtype_expr is not None:
+            name = _last_name(dtype_expr) or (dtype_expr.value if isinstance(
+                dtype_expr, ast.Constant) and isinstance(dtype_expr.value, str) else None)
+            dtype = str(name) if name else "unknown"
+            itemsize = _DTYPE_BYTES.get(dtype, 0)
+        rows: int | None = 1
+        for dim in dims[1:]:
+            value = _int(dim)
+            rows = rows * value if rows is not None and value is not None else None
+        pin = _kw(call, "pin_memory")
+        pinned = pin is not None and not (isinstance(pin, ast.Constant) and not pin.value)
+        return Buffer(cls.name, attr, call, dims[0], spelled[0], spelled[1], func, library,
+                      dtype, itemsize, rows, pinned)
+
+    # Uses -----------------------------------------------------------------------
+    def count_bound(self, expr: ast.expr | None, local: dict[str, ast.expr],
+                    depth: int = 0) -> set[str] | None:
+        """The bounds that limit a count or an index (None: not known)."""
+        if expr is None or depth > _MAX_DEPTH:
+            return None
+        if _int(expr) is not None:
+            return set()
+        if isinstance(expr, ast.Name) and expr.id in local:
+            return self.count_bound(local[expr.id], local, depth + 1)
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            bound = self.bounds.limiting(_last_name(expr) or "")
+            return {bound} if bound else None
+        if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) \
+                and expr.value.attr == "shape" and _int(expr.slice) == 0:
+            return self.count_bound(expr.value.value, local, depth + 1)  # x.shape[0]
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Name) and func.id == "len" and len(expr.args) == 1:
+                return self.count_bound(expr.args[0], local, depth + 1)
+            if isinstance(func, ast.Attribute) and func.attr == "size" and expr.args \
+                    and _int(expr.args[0]) == 0:
+                return self.count_bound(func.value, local, depth + 1)  # x.size(0)
+            if isinstance(func, ast.Name) and func.id in ("int", "min") and expr.args:
+                parts = [self.count_bound(a, local, depth + 1) for a in expr.args]
+                known = [p for p in parts if p]
+                if func.id == "min" and known:
+                    return known[0] if len(known) == 1 else None
+                return parts[0] if len(parts) == 1 else None
+            return None
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
+            left = self.count_bound(expr.left, local, depth + 1)
+            right = self.count_bound(expr.right, local, depth + 1)
+            if left is None or right is None:
+                return None
+            both = left | right
+            return both if len(both) <= 1 else None
+        return None
+
+    def slice_use(self, sub: ast.Subscript, local: dict[str, ast.expr]) -> Use:
+        """The bounds one subscript of a buffer shows."""
+        lead = sub.slice.elts[0] if isinstance(sub.slice, ast.Tuple) and sub.slice.elts \
+            else sub.slice
+        text = ast.unparse(sub)
+        if isinstance(lead, ast.Slice):
+            if lead.upper is None:
+                return Use(sub.lineno, text, known=False)  # buf[:] or buf[n:]: whole
+            bounds = self.count_bound(lead.upper, local)
+        else:
+            bounds = self.count_bound(lead, local)
+        if bounds is None:
+            return Use(sub.lineno, text, known=False)
+        return Use(sub.lineno, text, bounds)
+
+    def locals_of(self, func: ast.AST) -> dict[str, ast.expr]:
+        """Local names assigned exactly once, to follow counts through."""
+        seen: dict[str, ast.expr | None] = {}
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                seen[name] = None if name in seen else node.value
+            elif isinstance(node, (ast.AugAssign, ast.For, ast.AnnAssign)):
+                target = node.target
+                if isinstance(target, ast.Name):
+                    value = node.value if isinstance(node, ast.AnnAssign) else None
+                    seen[target.id] = None if target.id in seen else value
+        return {name: value for name, value in seen.items() if value is not None}
+
+    def uses_in(self, func: ast.FunctionDef | ast.AsyncFunctionDef,
+                buffers: dict[str, Buffer]) -> None:
+        """Record every use of the buffers in one method."""
+        parents = _parents(func)
+        local = self.locals_of(func)
+        aliases: dict[str, Use] = {}
+        for node in ast.walk(func):
+            attr = _self_attr(node) if isinstance(node, ast.Attribute) else None
+            if attr in buffers:
+                self._use(buffers[attr], node, parents, local, aliases)
+        # Copies into an alias of a slice: pinned = self.buf[:n]; pinned.copy_(src)
+        for node in ast.walk(func):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "copy_" and isinstance(node.func.value, ast.Name) \
+                    and node.func.value.id in aliases and node.args:
+                self._add_source(aliases[node.func.value.id], node.args[0], local)
+
+    def _use(self, buffer: Buffer, node: ast.Attribute, parents: dict[ast.AST, ast.AST],
+             local: dict[str, ast.expr], aliases: dict[str, Use]) -> None:
+        parent = parents.get(node)
+        if isinstance(node.ctx, ast.Store):
+            if not (isinstance(parent, ast.Assign) and parent.value is buffer.call):
+                buffer.reassigned = True
+            return
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            use = self.slice_use(parent, local)
+            holder = parents.get(parent)
+            if isinstance(holder, ast.Attribute) and holder.attr == "copy_":
+                call = parents.get(holder)
+                if isinstance(call, ast.Call) and call.args:
+                    self._add_source(use, call.args[0], local)
+            elif isinstance(holder, ast.Assign) and len(holder.targets) == 1 \
+                    and isinstance(holder.targets[0], ast.Name):
+                aliases[holder.targets[0].id] = use
+            buffer.uses.append(use)
+            return
+        buffer.uses.append(Use(node.lineno, f"self.{buffer.attr}", known=False))
+
+    def _add_source(self, use: Use, source: ast.expr, local: dict[str, ast.expr]) -> None:
+        bounds = self.count_bound(source, local)
+        if bounds:
+            use.bounds |= bounds
+            use.known = True
+            use.sources.append(ast.unparse(source))
+
+    # The module -------------------------------------------------------------------
+    def buffers(self) -> list[Buffer]:
+        """Every bound-sized buffer of every class, with its uses."""
+        result: list[Buffer] = []
+        for cls in ast.walk(self.tree):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            found: dict[str, Buffer] = {}
+            doubled: set[str] = set()
+            for func in _functions(cls):
+                for node in ast.walk(func):
+                    if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                            and isinstance(node.value, ast.Call):
+                        attr = _self_attr(node.targets[0])
+                        if attr is None:
+                            continue
+                        buffer = self.buffer(cls, func, attr, node.value)
+                        if buffer is None:
+                            continue
+                        if attr in found:
+                            doubled.add(attr)
+                        found[attr] = buffer
+            for attr in doubled:  # allocated twice: which size holds is not clear
+                found[attr].reassigned = True
+            if not found:
+                continue
+            for func in _functions(cls):
+                self.uses_in(func, found)
+            for buffer in found.values():
+                buffer.uses.sort(key=lambda use: use.line)
+            result.extend(found.values())
+        return result
+
+    def mismatches(self) -> list[Mismatch]:
+        """Buffers whose every use is bounded by one other bound than their allocation's."""
+        result = []
+        for buffer in self.buffers():
+            if buffer.reassigned or not buffer.uses:
+                continue
+            if not all(use.known and len(use.bounds) == 1 for use in buffer.uses):
+                continue
+            bounds = {bound for use in buffer.uses for bound in use.bounds}
+            if len(bounds) == 1 and buffer.bound not in bounds:
+                result.append(Mismatch(buffer, bounds.pop()))
+        return result
+
+
+def size_words(packs: PackData) -> tuple[str, ...]:
+    """Words a file must spell for a bound-sized buffer to be in it."""
+    return tuple(dict.fromkeys(word for bound, spec in packs.size_bounds.items()
+                               for word in (bound, *spec.aliases)))
+

@@ -1,0 +1,213 @@
+"""RB201 buffer-bound-mismatch."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Mapping
+
+from reviewbot.analysis.buffers import BufferAnalyzer, Mismatch, size_words
+from reviewbot.context import FileContext
+from reviewbot.finding import Edit, Finding, Fix
+from reviewbot.rule import Invalid, Rule, Valid
+
+
+def _column(lines: list[str], line: int, offset: int) -> int:
+    """The 1-based character column of a UTF-8 byte offset on a 1-based line."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
+
+
+def _bytes(count: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if count >= size:
+            value = count / size
+            return f"{value:g} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{count:,} bytes"
+
+
+class BufferBoundMismatch(Rule):
+    """A buffer sized by one size bound while every use of it is bounded by another.
+
+    ## What it does
+    Finds a buffer a class allocates with a size bound as its leading dimension
+    (`torch.empty((self.max_model_len, 1), ...)`) when every place the class uses it is
+    bounded by a different bound: slices `buf[:num_reqs]` and `buf[:x.shape[0]]`, indices
+    `buf[positions]`, and copies `buf[:n].copy_(src)`. Which names each bound limits comes
+    from the rule pack's `size-bounds` (for engines: `max_num_reqs` bounds `num_reqs`,
+    `batch_size` and the sampled token ids; `max_model_len` bounds positions in one
+    sequence; `max_num_batched_tokens` bounds the tokens of one step). A buffer with any
+    use whose bound is not clear, or one allocated twice, is not reported.
+
+    ## Why is this bad?
+    The buffer wastes memory when its bound is the larger one, and overflows where the
+    other bound can be larger. vLLM's pinned readback buffer was sized by `max_model_len`
+    (131,072: 1 MiB of pinned memory) though it holds one row per request (`max_num_reqs`,
+    typically 256: 2 KiB); with more requests than positions, `buf[:num_reqs]` is shorter
+    than the data and the copy fails at run time.
+
+    ## Example
+    ```python
+    class Runner:
+        def __init__(self, max_num_reqs, max_model_len):
+            self.max_num_reqs = max_num_reqs
+            self.max_model_len = max_model_len
+            self.pinned = torch.empty((self.max_model_len, 1), dtype=torch.int64,
+                                      pin_memory=True)
+
+        def _to_list(self, sampled_token_ids):
+            pinned = self.pinned[:sampled_token_ids.shape[0]]
+            pinned.copy_(sampled_token_ids, non_blocking=True)
+            return pinned.tolist()
+    ```
+
+    ## Use instead
+    ```python
+            self.pinned = torch.empty((self.max_num_reqs, 1), dtype=torch.int64,
+                                      pin_memory=True)
+    ```
+
+    ## Options
+    None. The bounds, their spellings (`aliases`), the names they limit and a typical
+    value for the message are rule-pack data (`size-bounds`).
+
+    ## Fix safety
+    Unsafe: the fix changes an allocation's size. It replaces the bound with the one
+    the uses show, when the class (or the allocating method) has it.
+    """
+
+    code = "RB201"
+    name = "buffer-bound-mismatch"
+    summary = "A buffer sized by one size bound while every use is bounded by another"
+    severity = "error"
+    fix_safety = "unsafe"
+    VALID = [
+        Valid("import torch\nclass R:\n    def __init__(self, max_num_reqs):\n"
+              "        self.max_num_reqs = max_num_reqs\n"
+              "        self.buf = torch.empty((self.max_num_reqs, 1), pin_memory=True)\n"
+              "    def read(self, sampled_token_ids):\n"
+              "        return self.buf[:sampled_token_ids.shape[0]]\n"),
+        Valid("import torch\nclass R:\n    def __init__(self, max_model_len):\n"
+              "        self.max_model_len = max_model_len\n"
+              "        self.cos = torch.zeros(self.max_model_len, 64)\n"
+              "    def rope(self, positions):\n        return self.cos[positions]\n"),
+        Valid("import torch\nclass R:\n    def __init__(self, max_model_len):\n"
+              "        self.max_model_len = max_model_len\n"
+              "        self.buf = torch.zeros(self.max_model_len)\n"
+              "    def a(self, num_reqs):\n        return self.buf[:num_reqs]\n"
+              "    def b(self, k):\n        return self.buf[:k]\n"),
+    ]
+    INVALID = [
+        Invalid("import torch\nclass R:\n    def __init__(self, max_num_reqs, max_model_len):\n"
+                "        self.max_num_reqs = max_num_reqs\n"
+                "        self.max_model_len = max_model_len\n"
+                "        self.buf = torch.empty((self.max_model_len, 1), pin_memory=True)\n"
+                "    def read(self, sampled_token_ids):\n"
+                "        pinned = self.buf[:sampled_token_ids.shape[0]]\n"
+                "        pinned.copy_(sampled_token_ids, non_blocking=True)\n"
+                "        return pinned.tolist()\n", line=6, message_contains="max_num_reqs"),
+        Invalid("import torch\nclass R:\n    def __init__(self, max_num_batched_tokens):\n"
+                "        self.idx = torch.zeros(max_num_batched_tokens, dtype=torch.int32)\n"
+                "    def step(self, num_reqs):\n        return self.idx[:num_reqs]\n", line=4),
+    ]
+
+    @classmethod
+    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
+        """A bound-sized buffer spells a bound."""
+        if packs is None:
+            return True
+        words = size_words(packs)
+        return bool(words) and any(word in text for word in words)
+
+    def check_file(self, ctx: FileContext) -> None:
+        """Report each mismatched buffer at its allocation."""
+        if ctx.packs is None or not ctx.packs.size_bounds:
+            return
+        analyzer = BufferAnalyzer(ctx.ast_tree, ctx.packs)
+        lines = ctx.text.splitlines()
+        for mismatch in analyzer.mismatches():
+            ctx.findings.append(self._finding(ctx, lines, mismatch))
+
+    def _finding(self, ctx: FileContext, lines: list[str], mismatch: Mismatch) -> Finding:
+        buffer = mismatch.buffer
+        call = buffer.call
+        message = self.message(ctx, mismatch)
+        fix = self.fix(ctx, lines, mismatch)
+        return Finding(self.code, self.name, message, ctx.path, call.lineno,
+                       _column(lines, call.lineno, call.col_offset),
+                       call.end_lineno or call.lineno,
+                       _column(lines, call.end_lineno or call.lineno,
+                               call.end_col_offset or call.col_offset),
+                       self.severity, fix)
+
+    def message(self, ctx: FileContext, mismatch: Mismatch) -> str:
+        """What is wrong, where the uses show it, what it costs and when it breaks."""
+        buffer, use_bound = mismatch.buffer, mismatch.use_bound
+        bounds = ctx.packs.size_bounds
+        alloc, use = bounds[buffer.bound], bounds[use_bound]
+        kind = "pinned buffer" if buffer.pinned else "buffer"
+        sites = "; ".join(use.describe() for use in buffer.uses[:3])
+        if len(buffer.uses) > 3:
+            sites += f"; and {len(buffer.uses) - 3} more"
+        text = (f"{kind} `self.{buffer.attr}` is sized by {buffer.bound} ({alloc.holds}) "
+                f"but every use is bounded by {use_bound} ({use.holds}): {sites}")
+        row = buffer.row_elements * buffer.itemsize if buffer.row_elements and \
+            buffer.itemsize else None
+        if row and alloc.typical and use.typical:
+            held, needed = alloc.typical * row, use.typical * row
+            if held > needed:
+                text += (f"; at {buffer.bound}={alloc.typical:,} and {use_bound}="
+                         f"{use.typical:,} it holds {_bytes(held)} where {_bytes(needed)} "
+                         f"is used ({held - needed:,} bytes wasted)")
+        text += (f"; where {use_bound} > {buffer.bound}, the buffer is shorter than the data "
+                 f"and the copy fails at run time")
+        return text
+
+    def fix(self, ctx: FileContext, lines: list[str], mismatch: Mismatch) -> Fix | None:
+        """Replace the allocation's bound with the uses' bound, spelled as the class has it."""
+        buffer = mismatch.buffer
+        spellings = (mismatch.use_bound, *ctx.packs.size_bounds[mismatch.use_bound].aliases)
+        edits = []
+        for node in buffer.bound_nodes:
+            if isinstance(node, ast.Attribute):
+                have = _class_writes(ctx.ast_tree, buffer.cls)
+                if not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+                    return None
+            elif isinstance(node, ast.Name):
+                have = _local_names(buffer.method)
+            else:
+                return None
+            spelling = next((s for s in spellings if s in have), None)
+            if spelling is None:
+                return None
+            new = f"self.{spelling}" if isinstance(node, ast.Attribute) else spelling
+            end_line = node.end_lineno or node.lineno
+            edits.append(Edit(node.lineno, _column(lines, node.lineno, node.col_offset),
+                              end_line, _column(lines, end_line,
+                                                node.end_col_offset or node.col_offset), new))
+        if not edits:
+            return None
+        return Fix("unsafe", f"Size `self.{buffer.attr}` by {edits[0].content}", tuple(edits))
+
+
+def _class_writes(tree: ast.Module, name: str) -> set[str]:
+    """Attributes the class ``name`` assigns as ``self.x = ...``."""
+    found: set[str] = set()
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and cls.name == name:
+            for node in ast.walk(cls):
+                if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                        and isinstance(node.value, ast.Name) and node.value.id == "self":
+                    found.add(node.attr)
+    return found
+
+
+def _local_names(func: ast.AST) -> set[str]:
+    """Parameters and names assigned in a function."""
+    names: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
