@@ -19,7 +19,7 @@ _LIST_KEYS = {
     "devices": ("module-classes", "module-factories", "cuda-classes", "non-cuda-imports"),
 }
 _TOP_KEYS = ("name", "description", "hot-paths", "devices", "size-bounds")
-_BOUND_KEYS = ("holds", "names", "aliases", "typical")
+_BOUND_KEYS = ("holds", "names", "arrays", "aliases", "typical")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,8 @@ class SizeBound:
     names: tuple[str, ...]
     typical: int | None = None
     aliases: tuple[str, ...] = ()
+    # Arrays with one row per item the bound counts (their length is limited by it).
+    arrays: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,7 @@ def load_pack(path: Path) -> dict[str, Any]:
             raise ConfigError(shown, key, "expected a table with holds and names")
         for sub in spec:
             if sub not in _BOUND_KEYS:
-                raise ConfigError(shown, f"{key}.{sub}", "unknown key; expected holds, names, aliases or typical")
+                raise ConfigError(shown, f"{key}.{sub}", "unknown key; expected holds, names, arrays, aliases or typical")
         if not isinstance(spec.get("holds"), str):
             raise ConfigError(shown, f"{key}.holds", "expected a string")
         typical = spec.get("typical")
@@ -144,7 +146,8 @@ def load_pack(path: Path) -> dict[str, Any]:
             raise ConfigError(shown, f"{key}.typical", "expected a positive integer")
         pack["size-bounds"][str(bound)] = SizeBound(
             spec["holds"], _strings(spec.get("names"), shown, f"{key}.names"), typical,
-            _strings(spec.get("aliases", []), shown, f"{key}.aliases"))
+            _strings(spec.get("aliases", []), shown, f"{key}.aliases"),
+            _strings(spec.get("arrays", []), shown, f"{key}.arrays"))
     return pack
 
 
@@ -163,7 +166,8 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
             old = bounds.get(bound, SizeBound(new.holds, (), None))
             bounds[bound] = SizeBound(new.holds, tuple(dict.fromkeys((*old.names, *new.names))),
                                       new.typical if new.typical is not None else old.typical,
-                                      tuple(dict.fromkeys((*old.aliases, *new.aliases))))
+                                      tuple(dict.fromkeys((*old.aliases, *new.aliases))),
+                                      tuple(dict.fromkeys((*old.arrays, *new.arrays))))
 
     def unique(list_key: str) -> tuple[str, ...]:
         return tuple(dict.fromkeys(lists[list_key]))

@@ -245,3 +245,22 @@ def test_buffers_fixture_covers_every_case():
     assert "token_buffers.py:18:31: RB201" in expected
     for clean in ("sized_by_reqs.py", "position_tables.py", "token_buffers.py:15"):
         assert clean not in expected
+
+
+def test_a_length_and_a_value_of_the_same_name_have_different_bounds(tmp_path):
+    # seq_lens holds positions (values up to max_model_len) but has one entry per request.
+    source = """\
+        import torch
+        class Builder:
+            def __init__(self, max_num_reqs, max_model_len, max_num_batched_tokens):
+                self.lens = torch.zeros(max_num_reqs, dtype=torch.int32)
+                self.pos = torch.zeros(max_model_len, dtype=torch.int64)
+            def build(self, seq_lens, positions):
+                num_reqs = seq_lens.size(0)
+                self.lens[:num_reqs].copy_(seq_lens)
+                self.pos[:positions.shape[0]].copy_(positions)
+        """
+    (finding,) = rb201(tmp_path, source)
+    assert "`self.pos` is sized by max_model_len" in finding.message
+    assert "bounded by max_num_batched_tokens" in finding.message
+    assert "torch.zeros(max_num_batched_tokens," in apply_edits(textwrap.dedent(source), finding)

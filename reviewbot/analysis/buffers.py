@@ -29,6 +29,8 @@ _DTYPE_BYTES = {
 # Default element types: torch's default float, numpy's float64.
 _DEFAULT_DTYPE = {"torch": ("float32", 4), "numpy": ("float64", 8)}
 _MAX_DEPTH = 4  # how many local assignments a count is followed through
+# What a bound limits about a name: the value it holds, or the length of the array it holds.
+VALUE, LENGTH = "value", "length"
 
 
 @dataclass
@@ -82,26 +84,29 @@ class BoundNames:
     def __init__(self, packs: PackData) -> None:
         self.bounds = packs.size_bounds
         self.spellings: dict[str, str] = {}
-        self.names: list[tuple[tuple[str, ...], str]] = []
+        self.names: dict[str, list[tuple[tuple[str, ...], str]]] = {VALUE: [], LENGTH: []}
         for bound, spec in self.bounds.items():
             self.spellings[bound] = bound
             for alias in spec.aliases:
                 self.spellings[alias] = bound
             for name in spec.names:
-                self.names.append((tuple(name.split("_")), bound))
+                self.names[VALUE].append((tuple(name.split("_")), bound))
+            for name in spec.arrays:
+                self.names[LENGTH].append((tuple(name.split("_")), bound))
 
     def spelled(self, identifier: str) -> str | None:
         """The bound an identifier spells itself (``max_num_reqs``, ``max_num_seqs``)."""
         return self.spellings.get(identifier.lstrip("_"))
 
-    def limiting(self, identifier: str) -> str | None:
-        """The bound that limits a count or index of this name (``num_reqs`` -> ``max_num_reqs``),
+    def limiting(self, identifier: str, kind: str) -> str | None:
+        """The bound that limits the value (``VALUE``: ``num_reqs`` -> ``max_num_reqs``) or
+        the length (``LENGTH``: ``req_ids`` -> ``max_num_reqs``) of what this name holds,
         or None when no bound's names match or several do."""
-        spelled = self.spelled(identifier)
+        spelled = self.spelled(identifier) if kind == VALUE else None
         if spelled is not None:
             return spelled
         words = tuple(w for w in identifier.lower().split("_") if w)
-        found = {bound for name, bound in self.names if _contains(words, name)}
+        found = {bound for name, bound in self.names[kind] if _contains(words, name)}
         return found.pop() if len(found) == 1 else None
 
 
@@ -225,27 +230,39 @@ class BufferAnalyzer:
 
     # Uses -----------------------------------------------------------------------
     def count_bound(self, expr: ast.expr | None, local: dict[str, ast.expr],
-                    depth: int = 0) -> set[str] | None:
-        """The bounds that limit a count or an index (None: not known)."""
+                    depth: int = 0, kind: str = VALUE) -> set[str] | None:
+        """The bounds that limit a count or an index (``VALUE``), or the length of an array
+        (``LENGTH``); None when not known."""
         if expr is None or depth > _MAX_DEPTH:
             return None
         if _int(expr) is not None:
             return set()
-        if isinstance(expr, ast.Name) and expr.id in local:
-            return self.count_bound(local[expr.id], local, depth + 1)
         if isinstance(expr, (ast.Name, ast.Attribute)):
-            bound = self.bounds.limiting(_last_name(expr) or "")
-            return {bound} if bound else None
+            bound = self.bounds.limiting(_last_name(expr) or "", kind)
+            if bound:  # the name says it: num_reqs = len(batch) is a request count
+                return {bound}
+            if isinstance(expr, ast.Name) and expr.id in local:
+                return self.count_bound(local[expr.id], local, depth + 1, kind)
+            return None
+        if kind == LENGTH:
+            while isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Slice) \
+                    or isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+                    and expr.func.attr in ("to", "cpu", "cuda", "contiguous", "clone"):
+                # ids[:n] is no longer than ids; ids.to(device) is as long
+                expr = expr.value if isinstance(expr, ast.Subscript) else expr.func.value
+            if isinstance(expr, (ast.Name, ast.Attribute)):
+                return self.count_bound(expr, local, depth + 1, kind)
+            return None
         if isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) \
                 and expr.value.attr == "shape" and _int(expr.slice) == 0:
-            return self.count_bound(expr.value.value, local, depth + 1)  # x.shape[0]
+            return self.count_bound(expr.value.value, local, depth + 1, LENGTH)  # x.shape[0]
         if isinstance(expr, ast.Call):
             func = expr.func
             if isinstance(func, ast.Name) and func.id == "len" and len(expr.args) == 1:
-                return self.count_bound(expr.args[0], local, depth + 1)
+                return self.count_bound(expr.args[0], local, depth + 1, LENGTH)
             if isinstance(func, ast.Attribute) and func.attr == "size" and expr.args \
                     and _int(expr.args[0]) == 0:
-                return self.count_bound(func.value, local, depth + 1)  # x.size(0)
+                return self.count_bound(func.value, local, depth + 1, LENGTH)  # x.size(0)
             if isinstance(func, ast.Name) and func.id in ("int", "min") and expr.args:
                 parts = [self.count_bound(a, local, depth + 1) for a in expr.args]
                 known = [p for p in parts if p]
@@ -331,7 +348,7 @@ class BufferAnalyzer:
         buffer.uses.append(Use(node.lineno, f"self.{buffer.attr}", known=False))
 
     def _add_source(self, use: Use, source: ast.expr, local: dict[str, ast.expr]) -> None:
-        bounds = self.count_bound(source, local)
+        bounds = self.count_bound(source, local, kind=LENGTH)
         if bounds:
             use.bounds |= bounds
             use.known = True
