@@ -1,4 +1,4 @@
-"""The command line: ``reviewbot check`` and ``reviewbot rules``.
+"""The command line: ``reviewbot check``, ``reviewbot fix`` and ``reviewbot rules``.
 
 Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
 No input ever ends in a traceback; set REVIEWBOT_DEBUG=1 to see one for an internal error.
@@ -7,6 +7,7 @@ No input ever ends in a traceback; set REVIEWBOT_DEBUG=1 to see one for an inter
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -65,28 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                        default="text", help="how findings are written (default: text)")
     check.add_argument("--output-file", "-o", metavar="FILE",
                        help="write the report to FILE instead of standard output")
-    check.add_argument("--select", type=_codes, action="append", metavar="CODES",
-                       help="comma-separated codes or prefixes to enable (replaces the default set)")
-    check.add_argument("--extend-select", type=_codes, action="append", default=[],
-                       metavar="CODES", help="codes or prefixes to enable as well")
-    check.add_argument("--ignore", type=_codes, action="append", default=[], metavar="CODES",
-                       help="codes or prefixes to disable")
-    check.add_argument("--exclude", action="append", metavar="PATTERN",
-                       help="gitignore-style pattern of files to skip (replaces the defaults)")
-    check.add_argument("--extend-exclude", action="append", default=[], metavar="PATTERN",
-                       help="gitignore-style pattern of files to skip as well")
-    check.add_argument("--force-exclude", action="store_true",
-                       help="apply excludes to files named on the command line too (pre-commit)")
-    check.add_argument("--config", metavar="FILE",
-                       help="configuration file (pyproject.toml or .reviewbot.yml); default: "
-                            "the nearest one above the first path")
-    check.add_argument("--option", type=_option, action="append", default=[],
-                       metavar="CODE.KEY=VALUE", help="set a rule option, e.g. RB301.threshold=80")
-    check.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
-                       help="worker processes (default: all cores)")
-    check.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    check.add_argument("--cache-dir", metavar="DIR",
-                       help="cache folder (default: .reviewbot_cache beside the configuration)")
+    _add_run_options(check)
     check.add_argument("--coverage-report", action="store_true",
                        help="print per-file docstring coverage and report RB301 per file too")
     check.add_argument("--include-unknown", action="store_true",
@@ -99,11 +79,52 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                        help="colour the text report (default: on a terminal only)")
 
+    fix = sub.add_parser("fix", help="show the fixes as a diff, or apply them",
+                         description="Print a unified diff of every fix (exit 1 when there "
+                                     "is one), or write them with --apply.")
+    fix.add_argument("paths", nargs="*", default=[], metavar="PATH",
+                     help="files or folders to fix (default: .)")
+    fix.add_argument("--apply", action="store_true",
+                     help="write the fixes into the files instead of printing a diff")
+    fix.add_argument("--unsafe-fixes", action="store_true",
+                     help="include fixes marked unsafe ([~] in the report)")
+    _add_run_options(fix)
+
     rules = sub.add_parser("rules", help="list the rules, or show one rule's documentation",
                            description="List every rule, or print one rule's documentation.")
     rules.add_argument("rule", nargs="?", metavar="CODE", help="a rule code or name")
     rules.add_argument("--output-format", choices=("text", "json", "markdown"), default="text")
     return parser
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Options that choose rules, files and configuration: the same for check and fix."""
+    parser.add_argument("--select", type=_codes, action="append", metavar="CODES",
+                        help="comma-separated codes or prefixes to enable (replaces the "
+                             "default set)")
+    parser.add_argument("--extend-select", type=_codes, action="append", default=[],
+                        metavar="CODES", help="codes or prefixes to enable as well")
+    parser.add_argument("--ignore", type=_codes, action="append", default=[], metavar="CODES",
+                        help="codes or prefixes to disable")
+    parser.add_argument("--exclude", action="append", metavar="PATTERN",
+                        help="gitignore-style pattern of files to skip (replaces the defaults)")
+    parser.add_argument("--extend-exclude", action="append", default=[], metavar="PATTERN",
+                        help="gitignore-style pattern of files to skip as well")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply excludes to files named on the command line too "
+                             "(pre-commit)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="configuration file (pyproject.toml or .reviewbot.yml); default: "
+                             "the nearest one above the first path")
+    parser.add_argument("--option", type=_option, action="append", default=[],
+                        metavar="CODE.KEY=VALUE",
+                        help="set a rule option, e.g. RB301.threshold=80")
+    parser.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
+                        help="worker processes (default: all cores)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="neither read nor write the cache")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help="cache folder (default: .reviewbot_cache beside the configuration)")
 
 
 def _use_color(choice: str, stream: TextIO) -> bool:
@@ -151,21 +172,31 @@ def _root_display(paths: Sequence[str]) -> str:
         return "."
 
 
-def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``reviewbot check``."""
+@dataclasses.dataclass
+class _Run:
+    """What check and fix share: configuration, packs, files, and a ready engine."""
+
+    config: Any
+    packs: Any
+    files: list[Path]
+    paths: list[str]
+    cwd: Path
+    cache: Any
+
+
+def _prepare(args: argparse.Namespace) -> _Run:
+    """Read the configuration and the packs, and find the files (exit 2 on bad input)."""
     from reviewbot.cache import CACHE_DIR_NAME, ResultCache
     from reviewbot.config import Overrides, load_config
-    from reviewbot.context import RunContext
     from reviewbot.discovery import discover
-    from reviewbot.engine import Engine
     from reviewbot.packs import load_packs
-    from reviewbot.reporters import FORMATS
 
     cwd = Path.cwd()
     paths = args.paths or ["."]
     for raw in paths:  # before any configuration is read: a typo in a path is exit 2
         if not os.path.lexists(raw):
             raise ReviewbotError(f"{raw}: no such file or directory")
+    include_unknown = getattr(args, "include_unknown", False)
     overrides = Overrides(
         select=tuple(c for group in args.select for c in group) if args.select else None,
         extend_select=tuple(c for group in args.extend_select for c in group),
@@ -174,7 +205,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         extend_exclude=tuple(args.extend_exclude),
         options=tuple(args.option) + tuple(
             (rule.code, "include-unknown", True) for rule in _rules_with("include-unknown")
-            if args.include_unknown),
+            if include_unknown),
     )
     config_file = Path(args.config) if args.config else None
     if config_file is not None and not config_file.is_file():
@@ -183,15 +214,27 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     packs = load_packs(config.rule_packs, config.root, config.source,
                        config.key_prefix + "rule-packs")
     files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
-    if args.explain_hot_paths:
-        return explain_hot_paths(files, packs, cwd, out)
-
     cache = None
     if not args.no_cache:
         folder = Path(args.cache_dir) if args.cache_dir else config.root / CACHE_DIR_NAME
         cache = ResultCache(folder, config.fingerprint() + repr(packs))
+    return _Run(config, packs, list(files), list(paths), cwd, cache)
+
+
+def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``reviewbot check``."""
+    from reviewbot.context import RunContext
+    from reviewbot.engine import Engine
+    from reviewbot.reporters import FORMATS
+
+    prepared = _prepare(args)
+    config, packs, files, paths, cwd = (prepared.config, prepared.packs, prepared.files,
+                                        prepared.paths, prepared.cwd)
+    if args.explain_hot_paths:
+        return explain_hot_paths(files, packs, cwd, out)
+
     progress = _Progress(err)
-    engine = Engine(config, packs, jobs=args.jobs, cache=cache, progress=progress)
+    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache, progress=progress)
     try:
         result = engine.run(files, RunContext(_root_display(paths), args.coverage_report), cwd)
     finally:
@@ -220,6 +263,64 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not files:
         err.write("reviewbot: warning: no Python files found to check\n")
     return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
+
+
+def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``reviewbot fix``: a diff of every fix, or (``--apply``) the fixes written."""
+    from reviewbot.context import RunContext
+    from reviewbot.discovery import display_path, relative_to_root
+    from reviewbot.engine import Engine
+    from reviewbot.fixer import Fixer, FixError, allowed, write_atomic
+
+    prepared = _prepare(args)
+    config, packs, cwd = prepared.config, prepared.packs, prepared.cwd
+    by_shown = {display_path(path, cwd): path for path in prepared.files}
+    # One checking pass over everything (parallel, cached) finds the files worth fixing.
+    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache)
+    result = engine.run(prepared.files, RunContext(_root_display(prepared.paths)), cwd)
+    todo = sorted({f.path for f in result.findings if allowed(f.fix, args.unsafe_fixes)
+                   and f.path in by_shown})
+    held_back = sum(1 for f in result.findings
+                    if not args.unsafe_fixes and allowed(f.fix, True)
+                    and not allowed(f.fix, False))
+    fixer = Fixer(config, packs, engine.rules, unsafe=args.unsafe_fixes)
+    fixed_files = fixes = failures = 0
+    for shown in todo:
+        path = by_shown[shown]
+        fixed = fixer.fix_file(path, shown, relative_to_root(path, config.root))
+        if fixed.error is not None:
+            failures += 1
+            err.write(f"reviewbot: warning: {shown}: {fixed.error}\n")
+            continue
+        if not fixed.changed:
+            continue
+        if args.apply:
+            try:
+                write_atomic(path, fixed)
+            except FixError as exc:
+                failures += 1
+                err.write(f"reviewbot: warning: {exc}\n")
+                continue
+        else:
+            out.write(fixed.diff())
+        fixed_files += 1
+        fixes += len(fixed.applied)
+    noun = "fix" if fixes == 1 else "fixes"
+    files_noun = "file" if fixed_files == 1 else "files"
+    if args.apply:
+        err.write(f"Applied {fixes} {noun} in {fixed_files} {files_noun}.")
+    else:
+        err.write(f"Would apply {fixes} {noun} in {fixed_files} {files_noun}"
+                  f"{'; run with --apply to write them' if fixes else ''}.")
+    if held_back:
+        err.write(f" {held_back} more with --unsafe-fixes.")
+    if failures:
+        err.write(f" {failures} {'file' if failures == 1 else 'files'} left unchanged "
+                  "(see the warnings).")
+    err.write("\n")
+    if args.apply:
+        return EXIT_FINDINGS if failures else EXIT_CLEAN
+    return EXIT_FINDINGS if fixes or failures else EXIT_CLEAN
 
 
 def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO) -> int:
@@ -323,6 +424,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return run_check(args, sys.stdout, sys.stderr)
+        if args.command == "fix":
+            return run_fix(args, sys.stdout, sys.stderr)
         if args.command == "rules":
             return run_rules(args, sys.stdout)
     except ReviewbotError as exc:

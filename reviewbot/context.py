@@ -27,6 +27,7 @@ class FileContext:
         self.packs = packs
         self.findings: list[Finding] = []
         self.facts: dict[str, Any] = {}
+        self.memo: dict[str, Any] = {}  # what rules share within this file (not reported)
         self._ast: ast.Module | None = None
         self._definitions: list[Definition] | None = None
         self._cst: libcst.Module | None = None

@@ -37,14 +37,19 @@ class Fix:
     applicability: Applicability
     message: str
     edits: tuple[Edit, ...] = ()
+    # Modules the edited code needs imported (added with LibCST's import helpers).
+    imports: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The fix as the JSON contract spells it."""
-        return {
+        data: dict[str, Any] = {
             "applicability": self.applicability,
             "message": self.message,
             "edits": [edit.to_json() for edit in self.edits],
         }
+        if self.imports:
+            data["imports"] = list(self.imports)
+        return data
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 import io
 import os
 import stat
@@ -69,3 +70,30 @@ def read_bytes(path: str) -> bytes:
     except OSError as exc:
         raise UnreadableSource(f"cannot be read ({exc.strerror or exc})") from None
     return data
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a source as Python numbers them (only CR, LF and CRLF end a line;
+    ``str.splitlines`` also splits at form feeds and other separators), without their ends."""
+    lines = _LINE_END.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def line_starts(text: str) -> list[int]:
+    """The offset in ``text`` where each line starts (line 1 at index 0), plus the end."""
+    starts = [0]
+    starts.extend(match.end() for match in _LINE_END.finditer(text))
+    if starts[-1] != len(text):
+        starts.append(len(text))
+    return starts
+
+
+def newline_of(text: str) -> str:
+    """The file's newline style: that of its first line end (LF when it has none)."""
+    match = _LINE_END.search(text)
+    return match.group(0) if match else "\n"

@@ -347,6 +347,17 @@ def _root_key(expr: ast.expr) -> str | None:
     return None
 
 
+def _not_cuda_checks(test: ast.expr) -> tuple[str, ...]:
+    """Names an ``if`` test proves are off the GPU in its body: ``not t.is_cuda``, alone or
+    as one alternative of an ``or``."""
+    tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) \
+        else [test]
+    return tuple(t.operand.value.id for t in tests
+                 if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
+                 and isinstance(t.operand, ast.Attribute) and t.operand.attr == "is_cuda"
+                 and isinstance(t.operand.value, ast.Name))
+
+
 def _short(expr: ast.expr) -> str:
     parts: list[str] = []
     node = expr
@@ -742,12 +753,18 @@ class FunctionWalker:
         label = self.label(iterable, read=True)
         self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
 
-    def branches(self, bodies: list[list[ast.stmt]]) -> None:
-        """Walk alternative blocks from the same state, then merge what each assigned."""
+    def branches(self, bodies: list[list[ast.stmt]], host_in_first: tuple[str, ...] = ()) -> None:
+        """Walk alternative blocks from the same state, then merge what each assigned.
+
+        ``host_in_first``: names the first block knows are not on the GPU (``if not
+        t.is_cuda:``)."""
         before = dict(self.env)
         results = []
-        for body in bodies:
+        for index, body in enumerate(bodies):
             self.env = dict(before)
+            if index == 0:
+                for name in host_in_first:
+                    self.env[name] = Label(CPU, f"checked `not {name}.is_cuda`")
             self.block(body)
             results.append(self.env)
         merged = dict(results[0])
@@ -808,7 +825,7 @@ class FunctionWalker:
             self.condition(node.test)
             once = self._clears_own_guard(node)
             self.allowed += once
-            self.branches([node.body, node.orelse])
+            self.branches([node.body, node.orelse], _not_cuda_checks(node.test))
             self.allowed -= once
         elif isinstance(node, ast.While):
             self.condition(node.test)

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 from typing import Any, ClassVar, Mapping
 
 from reviewbot.analysis.gpu import CUDA, UNKNOWN, Site, trigger_words
 from reviewbot.context import FileContext
-from reviewbot.finding import Finding
+from reviewbot.finding import Finding, Fix
 from reviewbot.rule import Option, Rule
 
 INCLUDE_UNKNOWN = Option(
     "include-unknown", False,
     "Also report tensors whose device is unknown (as warnings).", (bool,))
+HELPER_NAME = Option(
+    "helper-name", "_to_list",
+    "Name of the event-synced readback helper the fix calls (and adds when missing).",
+    (str,), lambda v: None if v.isidentifier() else "expected a Python identifier")
 
 
 class SyncRule(Rule):
@@ -51,7 +57,53 @@ class SyncRule(Rule):
             chain = analysis.hot.get(site.function)
             if self.hot_only and chain is None:
                 continue
-            ctx.findings.append(self.finding(ctx.path, site, chain))
+            finding = self.finding(ctx.path, site, chain)
+            if site.label.kind == CUDA:
+                fix = self.fix_for(ctx, site, analysis)
+                if fix is not None:
+                    finding = dataclasses.replace(finding, fix=fix)
+            ctx.findings.append(finding)
+
+    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+        """The fix of a site (none by default)."""
+        return None
+
+    # Shared by the readback fixes -------------------------------------------------------
+    @staticmethod
+    def call_at(ctx: FileContext, site: Site) -> ast.Call | None:
+        """The call a site was recorded at."""
+        index = ctx.memo.get("calls")
+        if index is None:
+            index = {(n.lineno, n.col_offset + 1, n.end_lineno, (n.end_col_offset or 0) + 1): n
+                     for n in ast.walk(ctx.ast_tree) if isinstance(n, ast.Call)}
+            ctx.memo["calls"] = index
+        return index.get((site.line, site.column, site.end_line, site.end_column))
+
+    @staticmethod
+    def parent_of(ctx: FileContext, node: ast.AST) -> ast.AST | None:
+        """A node's parent in the file's tree."""
+        parents = ctx.memo.get("parents")
+        if parents is None:
+            parents = {child: parent for parent in ast.walk(ctx.ast_tree)
+                       for child in ast.iter_child_nodes(parent)}
+            ctx.memo["parents"] = parents
+        return parents.get(node)
+
+    def event_sync_fix(self, ctx: FileContext, site: Site, analysis: Any, replaced: ast.Call,
+                       tensor: ast.expr, what: str) -> Fix | None:
+        """Replace ``replaced`` by a call of the event-sync helper on ``tensor``."""
+        from reviewbot.fixes.event_sync import EventSyncFixer
+
+        helper = str(self.settings.get("helper-name", HELPER_NAME.default))
+        key = f"event-sync:{helper}"
+        fixer = ctx.memo.get(key)
+        if fixer is None:
+            fixer = EventSyncFixer(ctx.ast_tree, ctx.text, ctx.packs, helper)
+            ctx.memo[key] = fixer
+        func = analysis.functions.get(site.function)
+        if func is None:
+            return None
+        return fixer.fix(replaced, tensor, func.node, func.cls.name if func.cls else None, what)
 
     def finding(self, path: str, site: Site, chain: list[str] | None) -> Finding:
         """The finding of one site."""

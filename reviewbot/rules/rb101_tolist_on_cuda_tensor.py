@@ -1,7 +1,13 @@
 """RB101 tolist-on-cuda-tensor."""
 
+import ast
+from typing import Any
+
+from reviewbot.analysis.gpu import Site
+from reviewbot.context import FileContext
+from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import INCLUDE_UNKNOWN, SyncRule
+from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
 
 _RUNNER = '''
 import torch
@@ -60,8 +66,16 @@ class TolistOnCudaTensor(SyncRule):
     - Hot paths come from the rule packs (`rule-packs`): entry points, start-up functions,
       and `with` blocks that mark a sync as intended.
 
+    - `helper-name` (string, default `_to_list`): the event-synced readback helper the
+      fix calls.
+
     ## Fix safety
-    No automatic fix yet (the event-sync helper fix is planned).
+    Safe. The call becomes `self._to_list(x)` (or `_to_list(x)` in a free function). A
+    class that has no helper of that shape gains one, with its docstring, plus a
+    `torch.cuda.Event` and a pinned buffer in `__init__` (guarded, so the class still
+    builds without CUDA). The buffer is sized by the class's bound of what the tensor
+    holds (`self.max_num_reqs` for sampled token ids) or grows on demand. The helper
+    returns exactly what `.tolist()` returns, for every shape and dtype.
     """
 
     code = "RB101"
@@ -71,7 +85,8 @@ class TolistOnCudaTensor(SyncRule):
                    "thread's CUDA calls; copy into a pinned buffer with non_blocking=True "
                    "and wait on a torch.cuda.Event")
     sync_words = ("tolist",)
-    options = (INCLUDE_UNKNOWN,)
+    options = (INCLUDE_UNKNOWN, HELPER_NAME)
+    fix_safety = "safe"
     VALID = [
         Valid(_RUNNER.format(body="return logits.cpu().numpy().tolist()  # numpy")),
         Valid(_RUNNER.format(body="return self.pinned[:4].tolist()")),
@@ -93,3 +108,11 @@ class TolistOnCudaTensor(SyncRule):
         Invalid("import torch\nclass Head(torch.nn.Module):\n    def forward(self, x):\n"
                 "        y = x.cuda() * 2\n        return y.tolist()\n", line=5),
     ]
+
+    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+        """``x.tolist()`` -> ``self._to_list(x)``."""
+        call = self.call_at(ctx, site)
+        if call is None or not isinstance(call.func, ast.Attribute) or call.args \
+                or call.keywords:
+            return None
+        return self.event_sync_fix(ctx, site, analysis, call, call.func.value, "`.tolist()`")

@@ -1,7 +1,30 @@
 """RB102 item-on-cuda-tensor."""
 
+import ast
+from typing import Any
+
+from reviewbot.analysis.gpu import Site
+from reviewbot.context import FileContext
+from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import INCLUDE_UNKNOWN, SyncRule
+
+# Reductions that give a 0-d tensor when called without a dimension.
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "prod", "any", "all", "argmax",
+                              "argmin", "norm", "count_nonzero", "amax", "amin", "nansum"})
+
+
+def _zero_dimensional(expr: ast.expr) -> bool:
+    """``x.sum()`` or ``torch.sum(x)``: a full reduction, whatever ``x``'s shape."""
+    if not isinstance(expr, ast.Call) or expr.keywords or not isinstance(expr.func,
+                                                                        ast.Attribute):
+        return False
+    if expr.func.attr not in _FULL_REDUCTIONS:
+        return False
+    owner = expr.func.value
+    if isinstance(owner, ast.Name) and owner.id == "torch":
+        return len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred)
+    return not expr.args
+from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
 
 
 class ItemOnCudaTensor(SyncRule):
@@ -36,8 +59,14 @@ class ItemOnCudaTensor(SyncRule):
     - `include-unknown` (bool, default false): also report tensors whose device is
       unknown, as warnings.
 
+    - `helper-name` (string, default `_to_list`): the event-synced readback helper the
+      fix calls.
+
     ## Fix safety
-    No automatic fix.
+    Safe where the tensor is provably 0-d (a full reduction such as `x.sum()` or
+    `torch.max(x)`, with no `dim`): there `.tolist()` returns the same Python scalar as
+    `.item()`, so the call becomes `self._to_list(x.sum())` as for RB101. Elsewhere the
+    fix is display-only: a one-element tensor of another shape would give a list.
     """
 
     code = "RB102"
@@ -47,7 +76,8 @@ class ItemOnCudaTensor(SyncRule):
                    "queued; keep the value on the GPU or read it with an event-synced "
                    "pinned copy")
     sync_words = ("item",)
-    options = (INCLUDE_UNKNOWN,)
+    options = (INCLUDE_UNKNOWN, HELPER_NAME)
+    fix_safety = "sometimes"
     VALID = [
         Valid("import torch\nclass R:\n    def execute_model(self, n):\n"
               "        t = torch.tensor([n])\n        return t.item()\n"),
@@ -65,3 +95,14 @@ class ItemOnCudaTensor(SyncRule):
                 "        return d.item()\n", line=4, options={"include-unknown": True},
                 message_contains="device unknown"),
     ]
+
+    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+        """A safe fix for a 0-d tensor; a display-only suggestion otherwise."""
+        call = self.call_at(ctx, site)
+        if call is None or not isinstance(call.func, ast.Attribute) or call.args:
+            return None
+        tensor = call.func.value
+        if _zero_dimensional(tensor):
+            return self.event_sync_fix(ctx, site, analysis, call, tensor, "`.item()`")
+        return Fix("display", "Keep the value on the GPU (torch.where, clamp, masks), or "
+                   "read it once per step with an event-synced pinned copy")

@@ -1,7 +1,13 @@
 """RB103 blocking-copy-to-host."""
 
+import ast
+from typing import Any
+
+from reviewbot.analysis.gpu import Site
+from reviewbot.context import FileContext
+from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import INCLUDE_UNKNOWN, SyncRule
+from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
 
 
 class BlockingCopyToHost(SyncRule):
@@ -39,8 +45,13 @@ class BlockingCopyToHost(SyncRule):
     - `include-unknown` (bool, default false): also report tensors whose device is
       unknown, as warnings.
 
+    - `helper-name` (string, default `_to_list`): the event-synced readback helper the
+      fix calls.
+
     ## Fix safety
-    No automatic fix.
+    Safe where the copy is turned into a list (`x.cpu().tolist()`,
+    `x.cpu().numpy().tolist()`, `x.to("cpu").tolist()`): the whole expression becomes
+    `self._to_list(x)`, as for RB101. Other copies have no automatic fix.
     """
 
     code = "RB103"
@@ -50,7 +61,8 @@ class BlockingCopyToHost(SyncRule):
                    "CUDA calls stall; copy into a pinned buffer with non_blocking=True and "
                    "wait on a torch.cuda.Event")
     sync_words = ("cpu", "numpy", ".to(", "copy_")
-    options = (INCLUDE_UNKNOWN,)
+    options = (INCLUDE_UNKNOWN, HELPER_NAME)
+    fix_safety = "sometimes"
     VALID = [
         Valid("import torch\nclass R:\n    def execute_model(self, n):\n"
               "        t = torch.arange(n)\n        return t.cpu().numpy()\n"),
@@ -72,3 +84,25 @@ class BlockingCopyToHost(SyncRule):
                 "    def execute_model(self):\n"
                 "        self.host.copy_(self.dev)\n", line=7),
     ]
+
+    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+        """``x.cpu().tolist()`` (and ``.numpy().tolist()``) -> ``self._to_list(x)``."""
+        call = self.call_at(ctx, site)
+        if call is None or not isinstance(call.func, ast.Attribute) \
+                or call.func.attr not in ("cpu", "to", "numpy"):
+            return None
+        outer: ast.AST = call
+        parent = self.parent_of(ctx, outer)
+        if isinstance(parent, ast.Attribute) and parent.attr == "numpy" and call.func.attr != \
+                "numpy":
+            grand = self.parent_of(ctx, parent)
+            if not (isinstance(grand, ast.Call) and grand.func is parent and not grand.args):
+                return None
+            outer, parent = grand, self.parent_of(ctx, grand)
+        if not (isinstance(parent, ast.Attribute) and parent.attr == "tolist"):
+            return None
+        tolist = self.parent_of(ctx, parent)
+        if not (isinstance(tolist, ast.Call) and tolist.func is parent and not tolist.args):
+            return None
+        return self.event_sync_fix(ctx, site, analysis, tolist, call.func.value,
+                                   f"`.{call.func.attr}().tolist()`")

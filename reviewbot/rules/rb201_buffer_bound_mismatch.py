@@ -9,6 +9,7 @@ from reviewbot.analysis.buffers import BufferAnalyzer, Mismatch, size_words
 from reviewbot.context import FileContext
 from reviewbot.finding import Edit, Finding, Fix
 from reviewbot.rule import Invalid, Rule, Valid
+from reviewbot.source import split_lines
 
 
 def _column(lines: list[str], line: int, offset: int) -> int:
@@ -123,7 +124,7 @@ class BufferBoundMismatch(Rule):
         if ctx.packs is None or not ctx.packs.size_bounds:
             return
         analyzer = BufferAnalyzer(ctx.ast_tree, ctx.packs)
-        lines = ctx.text.splitlines()
+        lines = split_lines(ctx.text)
         for mismatch in analyzer.mismatches():
             ctx.findings.append(self._finding(ctx, lines, mismatch))
 
