@@ -119,8 +119,19 @@ def test_text_report_lines_summary_and_fix_marks():
     lines = out.getvalue().splitlines()
     assert lines[0] == "pkg/a.py:4:31: RB001 Syntax error: expected ':'"
     assert lines[1] == "pkg/b.py:1:1: RB302 [~] Missing docstring in function `f`"
-    assert lines[-1] == "Found 3 findings. [*] 1 fixable with `reviewbot fix`."
+    assert lines[-1] == ("Found 3 findings. [~] 1 fixable with "
+                         "`reviewbot fix --apply --unsafe-fixes`.")
     assert "\033[" not in out.getvalue()
+    safe = Finding("RB101", "tolist-on-cuda-tensor", "m", "pkg/c.py", 2, 1, 2, 9, "error",
+                   Fix("safe", "helper", (Edit(2, 1, 2, 9, "self._to_list(x)"),)))
+    display = Finding("RB102", "item-on-cuda-tensor", "m", "pkg/c.py", 3, 1, 3, 9, "error",
+                      Fix("display", "keep it on the GPU"))
+    out = io.StringIO()
+    text.write([*sample(), safe, display], out, color=False)
+    lines = out.getvalue().splitlines()
+    assert "pkg/c.py:2:1: RB101 [*] m" in lines and "pkg/c.py:3:1: RB102 m" in lines
+    assert lines[-1] == ("Found 5 findings. [*] 1 fixable with `reviewbot fix --apply`. "
+                         "[~] 1 more with `--unsafe-fixes`.")
 
 
 def test_text_colour_only_when_asked_or_on_a_terminal(run_cli):

@@ -209,6 +209,12 @@ class GpuAnalysis:
     functions: dict[str, FunctionInfo]
 
 
+# torch functions that join a sequence of tensors into one.
+_JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack",
+                    "column_stack", "row_stack", "block_diag", "broadcast_tensors"})
+# Classes under torch.nn that are not modules (a Parameter is a tensor).
+_NN_NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter",
+                             "UninitializedBuffer", "ParameterList", "ParameterDict"})
 _RETURNS_VALUE = re.compile(r"\breturn[ \t(\[{]*[^\s#;)]")
 
 
@@ -698,6 +704,7 @@ class FunctionWalker:
         self.allowed = 0  # inside a sync-allowed `with` block
         self.async_copy_line: int | None = None  # set by `.to("cpu", non_blocking=True)`
         self.call_args: list[tuple[str, dict[str, Label]]] = []
+        self.elements: dict[int, Label] = {}  # id of a list/tuple display -> its elements
         cls = func.cls
         args = func.node.args
         passed = seed if seed is not None else module.params.get(func.qualname, {})
@@ -938,9 +945,11 @@ class FunctionWalker:
                 return Label(DEV_CUDA, "a 'cuda:N' device")
             return VALUE_L
         if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.expr):
-                    self.label(child)
+            labels = [self.label(child) for child in ast.iter_child_nodes(node)
+                      if isinstance(child, ast.expr)]
+            if isinstance(node, (ast.List, ast.Tuple)) and labels:
+                # What torch.cat([a, b]) / torch.stack((a, b)) compute from.
+                self.elements[id(node)] = combine(labels)
             return VALUE_L
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             saved = dict(self.env)
@@ -1074,6 +1083,10 @@ class FunctionWalker:
         args = [self.label(a) for a in node.args]
         kwargs = {k.arg: self.label(k.value) for k in node.keywords}
 
+        if qual and qual.startswith("torch.nn.") and "()" not in qual:
+            last = qual.rsplit(".", 1)[-1]
+            if last[:1].isupper() and last not in _NN_NOT_MODULES:  # nn.Linear(...)
+                return Label(MODULE, f"{last}() (an nn.Module)")
         if qual.startswith("torch.") and ("()" not in qual or qual.endswith(").synchronize")):
             return self._torch_call(node, qual, args, kwargs)
         if qual.startswith(("numpy.", "math.")) or qual in ("list", "tuple", "dict", "set",
@@ -1226,6 +1239,8 @@ class FunctionWalker:
                     "logical_not", "isnan", "isinf", "isfinite"):
             result = combine(args)
             return result.but(boolean=True) if result.kind in (CUDA, CPU) else result
+        args = [self.elements.get(id(arg), label) if name in _JOINS else label
+                for arg, label in zip(node.args, args)]
         result = combine([*args, *kwargs.values()])
         if result.kind == CUDA and "device" not in kwargs:
             return result.but(f"computed by {qual} from {result.why}" if not

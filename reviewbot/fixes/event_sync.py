@@ -69,6 +69,7 @@ def {helper}(tensor: torch.Tensor):
     """Return ``tensor.tolist()``, waiting for this copy only, not for the whole GPU.
 
 {why}
+
     One event and buffer per device; not for concurrent calls from several threads.
     """
     if not tensor.is_cuda:
@@ -320,8 +321,7 @@ class EventSyncFixer:
         where = self._after_imports()
         helper = _FUNCTION.format(helper=self.helper, state=state, why=_why("    "))
         return [self._call_edit(call, f"{self.helper}({source})"),
-                Edit(where, 1, where, 1, "\n\n" + helper + "\n" if where > 1 else
-                     helper + "\n\n")]
+                Edit(where, 1, where, 1, "\n\n" + helper if where > 1 else helper + "\n\n")]
 
     def _after_imports(self) -> int:
         """The line after the module's leading docstring and imports."""

@@ -38,9 +38,15 @@ def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
     if not findings:
         out.write(paint(_BOLD, "All checks passed!") + "\n")
         return
-    fixable = sum(1 for f in findings if f.fix and f.fix.applicability in ("safe", "unsafe"))
+    safe = sum(1 for f in findings if f.fix and f.fix.edits and f.fix.applicability == "safe")
+    unsafe = sum(1 for f in findings if f.fix and f.fix.edits
+                 and f.fix.applicability == "unsafe")
     noun = "finding" if len(findings) == 1 else "findings"
     summary = f"Found {len(findings)} {noun}."
-    if fixable:
-        summary += f" [*] {fixable} fixable with `reviewbot fix`."
+    if safe:
+        summary += f" [*] {safe} fixable with `reviewbot fix --apply`."
+    if unsafe and safe:
+        summary += f" [~] {unsafe} more with `--unsafe-fixes`."
+    elif unsafe:
+        summary += f" [~] {unsafe} fixable with `reviewbot fix --apply --unsafe-fixes`."
     out.write(paint(_BOLD, summary) + "\n")
