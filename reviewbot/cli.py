@@ -1,4 +1,4 @@
-"""The command line: ``reviewbot check``, ``reviewbot fix`` and ``reviewbot rules``.
+"""The command line: ``reviewbot check``, ``fix``, ``verify`` and ``rules``.
 
 Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
 No input ever ends in a traceback; set REVIEWBOT_DEBUG=1 to see one for an internal error.
@@ -89,6 +89,33 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--unsafe-fixes", action="store_true",
                      help="include fixes marked unsafe ([~] in the report)")
     _add_run_options(fix)
+
+    verify = sub.add_parser(
+        "verify", help="prove fixed readbacks return the same and stop stalling (GPU)",
+        description="Check the event-sync helpers in fixed files: same results as .tolist() "
+                    "on every dtype and shape, no sync under torch's sync debug mode, and "
+                    "the stall other threads no longer see; with --scenario, run real code "
+                    "before and after the fix and compare every returned value.")
+    verify.add_argument("paths", nargs="+", metavar="PATH", help="fixed files or folders")
+    verify.add_argument("--scenario", metavar="FILE",
+                        help="a Python file with TARGET (module path) and run(module, device)")
+    verify.add_argument("--before", metavar="DIR",
+                        help="the code before the fix (default: git HEAD of the first path)")
+    verify.add_argument("--output-format", choices=("text", "json"), default="text")
+    verify.add_argument("--output-file", "-o", metavar="FILE")
+    verify.add_argument("--require-gpu", action="store_true",
+                        help="exit 2 when there is no CUDA device instead of skipping")
+    verify.add_argument("--min-stall-ratio", type=float, metavar="R",
+                        help="fail when a helper cuts the worker's stall (20 ms pending) by "
+                             "less than R times")
+    verify.add_argument("--seed", type=int, default=0, help="seed of the random test values")
+    verify.add_argument("--iterations", type=_jobs, default=30, metavar="N",
+                        help="stall measurements per variant (default 30)")
+    verify.add_argument("--all-helpers", action="store_true",
+                        help="also check the project's own helpers of the same shape, not "
+                             "only those `reviewbot fix` inserted")
+    verify.add_argument("--device", choices=("cuda", "cpu"), default=None,
+                        help=argparse.SUPPRESS)
 
     rules = sub.add_parser("rules", help="list the rules, or show one rule's documentation",
                            description="List every rule, or print one rule's documentation.")
@@ -323,6 +350,39 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_FINDINGS if fixes or failures else EXIT_CLEAN
 
 
+def run_verify(args: argparse.Namespace, out: TextIO) -> int:
+    """``reviewbot verify``."""
+    import json
+
+    from reviewbot.verify.helpers import VerifyError
+    from reviewbot.verify.run import Options, verify, write_text
+
+    options = Options(args.paths, args.scenario, args.before, args.require_gpu,
+                      args.min_stall_ratio, args.seed, args.iterations, args.device,
+                      args.all_helpers)
+    try:
+        report, code = verify(options)
+    except VerifyError as exc:
+        raise ReviewbotError(str(exc)) from None
+    target: TextIO = out
+    handle = None
+    if args.output_file:
+        try:
+            handle = open(args.output_file, "w", encoding="utf-8")
+        except OSError as exc:
+            raise ReviewbotError(f"{args.output_file}: cannot write the report ({exc.strerror})")
+        target = handle
+    try:
+        if args.output_format == "json":
+            target.write(json.dumps(report, indent=2) + "\n")
+        else:
+            write_text(report, target)
+    finally:
+        if handle is not None:
+            handle.close()
+    return code
+
+
 def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO) -> int:
     """Print each file's hot functions and the call chain that makes each one hot."""
     import ast
@@ -424,6 +484,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return run_check(args, sys.stdout, sys.stderr)
+        if args.command == "verify":
+            return run_verify(args, sys.stdout)
         if args.command == "fix":
             return run_fix(args, sys.stdout, sys.stderr)
         if args.command == "rules":
