@@ -243,7 +243,10 @@ def check_scenario(options: Options, root: Path, device: str | None) -> dict[str
             report["verdict"] = "FAIL"
             report["error"] = f"{side}: {data.get('stage')}: {data.get('error')}"
             return report
-    diff = difference(before["result"], after["result"])
+    from reviewbot.verify.worker import unplain
+
+    before_values, after_values = unplain(before["result"]), unplain(after["result"])
+    diff = difference(before_values, after_values)
     report.update(device=after["device"], values=_count(after["result"]),
                   same=diff is None, first_difference=diff,
                   sync_lines=after.get("sync_lines", []),

@@ -47,6 +47,51 @@ def plain(value: Any) -> Any:
     return {"__repr__": type(value).__name__, "text": repr(value)}
 
 
+@dataclasses.dataclass
+class TensorValue:
+    """A tensor a scenario returned, as the parent process compares it."""
+
+    dtype: str
+    shape: list
+    device: str
+    values: Any
+
+
+@dataclasses.dataclass
+class ObjectValue:
+    """An object a scenario returned: its class name and its fields."""
+
+    type: str
+    fields: dict
+
+
+def unplain(data: Any) -> Any:
+    """The values :func:`plain` wrote, back as Python values (tensors and objects as
+    :class:`TensorValue` and :class:`ObjectValue`)."""
+    if isinstance(data, list):
+        return [unplain(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    if "__float__" in data:
+        return float(data["__float__"])
+    if "__tuple__" in data:
+        return tuple(unplain(v) for v in data["__tuple__"])
+    if "__dict__" in data:
+        return {_hashable(unplain(k)): unplain(v) for k, v in data["__dict__"]}
+    if "__set__" in data:
+        return {_hashable(unplain(v)) for v in data["__set__"]}
+    if "__tensor__" in data:
+        return TensorValue(data["__tensor__"], data["shape"], data["device"],
+                           unplain(data["values"]))
+    if "__object__" in data:
+        return ObjectValue(data["__object__"], {k: unplain(v) for k, v in data["fields"].items()})
+    return ObjectValue(data.get("__repr__", "?"), {"repr": data.get("text")})
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _load(name: str, path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
