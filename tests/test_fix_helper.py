@@ -164,9 +164,9 @@ def test_zero_d_and_empty():
         assert same(helper(t.as_subclass(FakeCuda)), t.tolist())
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_the_fixed_runner_builds_without_cuda():
     # Constructing the class must not fail on a machine without CUDA.
-    assert not torch.cuda.is_available()
     import importlib.util
     import sys
 
