@@ -94,7 +94,7 @@ def _environment(torch: Any, on_gpu: bool) -> dict[str, Any]:
             "cuda": torch.version.cuda, "gpu": None}
     if on_gpu:
         info["gpu"] = torch.cuda.get_device_name(0)
-        info["driver_capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
+        info["compute_capability"] = ".".join(map(str, torch.cuda.get_device_capability(0)))
     return info
 
 
@@ -235,7 +235,7 @@ def check_scenario(options: Options, root: Path, device: str | None) -> dict[str
         else:
             before_root = _before_from_git(root, Path(temp))
             origin = "git HEAD"
-        before = _run_side(before_root, scenario.resolve(), device, False)
+        before = _run_side(before_root, scenario.resolve(), device, True)
         after = _run_side(root, scenario.resolve(), device, True)
     report: dict[str, Any] = {"scenario": str(scenario), "before": origin, "after": str(root)}
     for side, data in (("before", before), ("after", after)):
@@ -250,6 +250,7 @@ def check_scenario(options: Options, root: Path, device: str | None) -> dict[str
     report.update(device=after["device"], values=_count(after["result"]),
                   same=diff is None, first_difference=diff,
                   sync_lines=after.get("sync_lines", []),
+                  sync_lines_before=before.get("sync_lines", []),
                   verdict="PASS" if diff is None else "FAIL")
     return report
 
@@ -337,7 +338,10 @@ def write_text(report: dict[str, Any], out: Any) -> None:
         else:
             out.write(f"  {scenario['values']} returned values on {scenario['device']}: "
                       f"{'all the same' if scenario['same'] else scenario['first_difference']}\n")
-            if scenario["sync_lines"]:
-                lines = ", ".join(f"{s['line']}" for s in scenario["sync_lines"])
-                out.write(f"  lines of the fixed code that still synchronise: {lines}\n")
+            if scenario["device"] == "cuda":
+                for side, key in (("before the fix", "sync_lines_before"),
+                                  ("after the fix", "sync_lines")):
+                    lines = ", ".join(str(s["line"]) for s in scenario.get(key, [])) or "none"
+                    out.write(f"  lines of the target that synchronise {side} "
+                              f"(sync debug mode): {lines}\n")
     out.write(f"\nverdict: {report['verdict']}\n")
