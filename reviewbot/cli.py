@@ -1,4 +1,4 @@
-"""The command line: ``reviewbot check``, ``fix``, ``verify`` and ``rules``.
+"""The command line: ``reviewbot check``, ``fix``, ``review``, ``verify`` and ``rules``.
 
 Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
 No input ever ends in a traceback; set REVIEWBOT_DEBUG=1 to see one for an internal error.
@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="exit 0 even when there are findings")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                        help="colour the text report (default: on a terminal only)")
+    check.add_argument("--since", metavar="REF",
+                       help="report only findings on lines changed since REF (git diff REF), "
+                            "e.g. origin/main before a push")
 
     fix = sub.add_parser("fix", help="show the fixes as a diff, or apply them",
                          description="Print a unified diff of every fix (exit 1 when there "
@@ -89,6 +92,26 @@ def build_parser() -> argparse.ArgumentParser:
     fix.add_argument("--unsafe-fixes", action="store_true",
                      help="include fixes marked unsafe ([~] in the report)")
     _add_run_options(fix)
+
+    review = sub.add_parser(
+        "review", help="review the pull request of a GitHub Actions event",
+        description="Check a pull request's changed Python files and post one review with "
+                    "line comments and suggestions, and one summary comment with the "
+                    "pre-merge checks. Reads GITHUB_EVENT_PATH, GITHUB_REPOSITORY, "
+                    "GITHUB_TOKEN and GITHUB_API_URL.")
+    review.add_argument("paths", nargs="*", default=["."], metavar="PATH",
+                        help="where to look for changed files (default: .)")
+    review.add_argument("--filter-mode", choices=("added", "diff_context", "file", "nofilter"),
+                        default="added", help="which findings to keep (default: added lines)")
+    review.add_argument("--fail-level", choices=("none", "warning", "error"), default="error",
+                        help="exit 1 when a finding is at this level or above (default: error)")
+    review.add_argument("--reporter", choices=("github-pr-review", "github-check",
+                                               "annotations"), default="github-pr-review")
+    review.add_argument("--max-comments", type=_jobs, default=25, metavar="N",
+                        help="line comments per run, most severe first (default 25)")
+    review.add_argument("--docstring-threshold", type=float, default=None, metavar="PERCENT",
+                        help="RB301's threshold for the changed definitions")
+    review.add_argument("--config", metavar="FILE")
 
     verify = sub.add_parser(
         "verify", help="prove fixed readbacks return the same and stop stalling (GPU)",
@@ -267,6 +290,12 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         progress.close()
 
+    if args.since:
+        from reviewbot.github.diff import from_git
+
+        changed = from_git(args.since, paths, cwd)
+        result.findings = [f for f in result.findings
+                           if changed.keeps(f.path, f.line, f.end_line, "added")]
     target: TextIO = out
     handle = None
     if args.output_file:
@@ -348,6 +377,18 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.apply:
         return EXIT_FINDINGS if failures else EXIT_CLEAN
     return EXIT_FINDINGS if fixes or failures else EXIT_CLEAN
+
+
+def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``reviewbot review``."""
+    try:
+        from reviewbot.github.review import Settings, run_review
+    except ImportError as exc:
+        raise ReviewbotError(f"reviewbot review needs PyGithub and unidiff ({exc.name} is "
+                             "missing): pip install 'reviewbot[github]'") from None
+    settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
+                        args.docstring_threshold, tuple(args.paths), args.config)
+    return run_review(settings, out, err)
 
 
 def run_verify(args: argparse.Namespace, out: TextIO) -> int:
@@ -484,6 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "check":
             return run_check(args, sys.stdout, sys.stderr)
+        if args.command == "review":
+            return run_review_command(args, sys.stdout, sys.stderr)
         if args.command == "verify":
             return run_verify(args, sys.stdout)
         if args.command == "fix":

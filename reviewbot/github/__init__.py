@@ -1,0 +1,1 @@
+"""Pull-request review: changed lines, the review and summary, the GitHub API."""

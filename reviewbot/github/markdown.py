@@ -1,0 +1,109 @@
+"""The text of line comments and of the summary comment (GitHub Markdown).
+
+Everything that comes from the pull request (file names, code, messages that quote code)
+is escaped, so that it cannot close a code block, open a link or mention anyone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+SUMMARY_MARKER = "<!-- reviewbot:summary -->"
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~@])")
+
+
+def escape(text: str) -> str:
+    """Plain text for Markdown: no formatting, links, HTML or mentions take effect."""
+    return _SPECIAL.sub(r"\\\1", text.replace("\r", " ").replace("\n", " "))
+
+
+def code(text: str) -> str:
+    """Inline code that holds any text (backticks inside included)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text.replace(chr(10), ' ')}{pad}{fence}"
+
+
+def comment_marker(code_: str) -> str:
+    """The hidden mark that lets a later run find this comment again."""
+    return f"<!-- reviewbot:{code_} -->"
+
+
+def _message(text: str) -> str:
+    """A finding's message: its `code spans` kept as code, the rest escaped."""
+    parts = re.split(r"(`[^`]*`)", text)
+    return "".join(code(p[1:-1]) if p.startswith("`") and p.endswith("`") and len(p) > 1
+                   else escape(p) for p in parts)
+
+
+def comment_body(finding: Any, suggestion: str | None, docs_url: str) -> str:
+    """A line comment: the rule, the reason, a link to the docs, maybe a suggestion."""
+    anchor = f"{finding.code.lower()}-{finding.name}"
+    lines = [f"**{finding.code}** [{finding.name}]({docs_url}#{anchor}) ({finding.severity})",
+             "", _message(finding.message)]
+    if suggestion is not None:
+        fence = "```"
+        while fence in suggestion:
+            fence += "`"
+        safety = "" if finding.fix.applicability == "safe" else \
+            " (unsafe: it changes behaviour; review it)"
+        lines += ["", f"Suggested fix{safety}: {escape(finding.fix.message)}", "",
+                  f"{fence}suggestion", suggestion.rstrip("\n"), fence]
+    lines += ["", comment_marker(finding.code)]
+    return "\n".join(lines)
+
+
+def summary_markdown(outcome: Any, changed: Any, settings: Any, repository: str,
+                     number: int) -> str:
+    """The one summary comment: a walkthrough and the pre-merge checks."""
+    files = list(changed.files.values())
+    python = [f for f in files if f.path.endswith(".py") and f.status != "removed"]
+    per_rule = Counter((f.code, f.name) for f in outcome.findings)
+    errors = sum(1 for f in outcome.findings if f.severity == "error")
+    lines = [SUMMARY_MARKER, "## reviewbot", "",
+             f"Pull request #{number}: {len(files)} files changed, {len(python)} Python files "
+             f"checked, {len(outcome.findings)} findings on the changed lines "
+             f"(filter: {escape(settings.filter_mode)}).", "",
+             "### Walkthrough", "", "| File | Status | Lines added | Findings |",
+             "| --- | --- | --- | --- |"]
+    by_file = Counter(f.path for f in outcome.findings)
+    for change in files:
+        lines.append(f"| {code(change.path)} | {change.status} | {len(change.added)} | "
+                     f"{by_file.get(change.path, 0)} |")
+    if per_rule:
+        lines += ["", "| Rule | Findings |", "| --- | --- |"]
+        for (rule, name), count in sorted(per_rule.items()):
+            lines.append(f"| {rule} {name} | {count} |")
+    lines += ["", "### Pre-merge checks", "", "| Check | Result | Details |",
+              "| --- | --- | --- |"]
+    sync = [f for f in outcome.findings if f.code.startswith("RB1")]
+    buffers = [f for f in outcome.findings if f.code.startswith("RB2")]
+    lines.append(f"| GPU->host syncs in hot paths | {'warning' if sync else 'pass'} | "
+                 f"{len(sync)} on changed lines |")
+    lines.append(f"| Host buffers | {'warning' if buffers else 'pass'} | "
+                 f"{len(buffers)} on changed lines |")
+    coverage = outcome.coverage
+    if coverage is not None:
+        result = "pass" if coverage["passed"] else "warning"
+        detail = (f"Docstring coverage: {coverage['coverage']:.2f}% of the changed definitions "
+                  f"({coverage['documented']} of {coverage['total']}), threshold "
+                  f"{coverage['threshold']:.2f}%")
+        if coverage["missing"]:
+            detail += "; missing: " + ", ".join(code(m) for m in coverage["missing"][:10])
+        lines.append(f"| Docstring coverage | {result} | {detail} |")
+    lines.append(f"| Errors | {'warning' if errors else 'pass'} | {errors} findings of "
+                 f"severity error |")
+    if outcome.in_summary:
+        lines += ["", f"### Findings not posted as line comments ({len(outcome.in_summary)})",
+                  ""]
+        for finding in outcome.in_summary:
+            lines.append(f"- {code(f'{finding.path}:{finding.line}')} **{finding.code}** "
+                         f"{_message(finding.message)}")
+    if outcome.repeated:
+        lines += ["", f"{outcome.repeated} findings were already commented by an earlier run."]
+    for note in outcome.notes:
+        lines += ["", f"> {escape(note)}"]
+    return "\n".join(lines) + "\n"

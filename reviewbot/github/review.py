@@ -1,0 +1,446 @@
+"""``reviewbot review``: check a pull request's changed Python files and review it.
+
+One review with a line comment per finding on the lines the pull request changes (a
+committable suggestion where the fix only edits the commented lines), and one summary
+comment, found again by a hidden marker and edited in place, with a walkthrough and the
+pre-merge checks. Annotations and the job summary are written too; when posting is not
+allowed (a fork's read-only token) they are all there is.
+
+Nothing from the pull request is executed: its files are read as text and parsed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence, TextIO
+
+from reviewbot.errors import ReviewbotError
+from reviewbot.finding import Finding
+from reviewbot.github.diff import ChangedLines, FileChange, parse_patch
+from reviewbot.github.markdown import SUMMARY_MARKER, comment_body, summary_markdown
+
+DOCS_URL = "https://github.com/reviewbot-dev/reviewbot/blob/main/docs/rules.md"
+REPORTERS = ("github-pr-review", "github-check", "annotations")
+FAIL_LEVELS = ("none", "warning", "error")
+
+
+@dataclass
+class Settings:
+    """The review's inputs (the action's, or the command line's)."""
+
+    filter_mode: str = "added"
+    fail_level: str = "error"
+    reporter: str = "github-pr-review"
+    max_comments: int = 25
+    docstring_threshold: float | None = None
+    paths: Sequence[str] = (".",)
+    config: str | None = None
+
+
+@dataclass
+class Comment:
+    """One line comment of the review."""
+
+    finding: Finding
+    path: str
+    line: int
+    start_line: int | None
+    body: str
+
+    def payload(self) -> dict[str, Any]:
+        """The comment as the reviews API takes it."""
+        data: dict[str, Any] = {"path": self.path, "line": self.line, "side": "RIGHT",
+                                "body": self.body}
+        if self.start_line is not None and self.start_line < self.line:
+            data["start_line"] = self.start_line
+            data["start_side"] = "RIGHT"
+        return data
+
+
+@dataclass
+class Outcome:
+    """What the review found and did."""
+
+    findings: list[Finding] = field(default_factory=list)  # on changed lines
+    comments: list[Comment] = field(default_factory=list)  # posted as line comments
+    in_summary: list[Finding] = field(default_factory=list)  # over the limit, or rejected
+    repeated: int = 0  # already posted by an earlier run
+    notes: list[str] = field(default_factory=list)
+    coverage: dict[str, Any] | None = None
+    summary: str = ""
+
+
+def _event() -> dict[str, Any]:
+    path = os.environ.get("GITHUB_EVENT_PATH")
+    if not path:
+        raise ReviewbotError("GITHUB_EVENT_PATH is not set: `reviewbot review` runs in a "
+                             "GitHub Actions job on a pull_request event")
+    try:
+        event = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReviewbotError(f"GITHUB_EVENT_PATH: cannot read the event file ({exc})") from None
+    if not isinstance(event, dict) or not isinstance(event.get("pull_request"), dict):
+        raise ReviewbotError("the event is not a pull_request or pull_request_target event")
+    return event
+
+
+def _token() -> str:
+    token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
+    if not token:
+        raise ReviewbotError("no token: set GITHUB_TOKEN (the action passes "
+                             "inputs.github_token)")
+    return token
+
+
+def connect(token: str) -> Any:
+    """A PyGithub client for GITHUB_API_URL, with bounded retries on rate limits and 5xx."""
+    from github import Auth, Github
+    from github.GithubRetry import GithubRetry
+
+    base_url = os.environ.get("GITHUB_API_URL", "https://api.github.com").rstrip("/")
+    backoff = float(os.environ.get("REVIEWBOT_RETRY_BACKOFF", "1.0"))
+    pace = os.environ.get("REVIEWBOT_GITHUB_PACE")
+    pacing = {} if pace is None else {"seconds_between_requests": float(pace),
+                                      "seconds_between_writes": float(pace)}
+    retry = GithubRetry(total=5, backoff_factor=backoff,
+                        status_forcelist=[429, *range(500, 600)],
+                        secondary_rate_wait=min(60.0, 60 * backoff), max_rate_limit_wait=120)
+    return Github(auth=Auth.Token(token), base_url=base_url, retry=retry, timeout=30, **pacing)
+
+
+def _scrub(text: str, token: str) -> str:
+    return text.replace(token, "***") if token else text
+
+
+def changed_files(pr: Any) -> ChangedLines:
+    """Every file of the pull request (all pages) with its added and hunk lines."""
+    changed = ChangedLines()
+    for file in pr.get_files():
+        change = parse_patch(file.filename, file.patch, file.status)
+        changed.files[change.path] = change
+    return changed
+
+
+def _python(change: FileChange, root: Path) -> bool:
+    return change.path.endswith(".py") and change.status != "removed" and \
+        (root / change.path).is_file()
+
+
+def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = None) -> int:
+    """Review the pull request of the event; the exit status follows ``fail_level``."""
+    from github import GithubException
+    from requests.exceptions import RequestException
+
+    api_errors = (GithubException, RequestException)
+
+    cwd = cwd or Path.cwd()
+    event = _event()
+    repository = os.environ.get("GITHUB_REPOSITORY") or \
+        (event.get("repository") or {}).get("full_name")
+    if not repository:
+        raise ReviewbotError("GITHUB_REPOSITORY is not set")
+    token = _token()
+    number = int(event["pull_request"]["number"])
+    gh = connect(token)
+    try:
+        repo = gh.get_repo(repository)
+        pr = repo.get_pull(number)
+        changed = changed_files(pr)
+    except api_errors as exc:
+        raise ReviewbotError(_scrub(f"cannot read pull request #{number} of {repository}: "
+                                    f"{_api_error(exc)}", token)) from None
+    outcome = check_changes(settings, changed, cwd)
+    outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
+    _write_step_summary(outcome.summary)
+    _annotations(outcome, settings, out)
+    if settings.reporter == "github-pr-review":
+        try:
+            _post_review(pr, outcome, settings, cwd)
+            outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
+            _upsert_summary(pr, outcome.summary)
+        except _ReadOnly as exc:
+            err.write(f"reviewbot: {exc}\n")
+        except api_errors as exc:
+            raise ReviewbotError(_scrub(f"posting the review failed: {_api_error(exc)}",
+                                        token)) from None
+    elif settings.reporter == "github-check":
+        try:
+            _post_check(repo, event, outcome, settings)
+        except api_errors as exc:
+            if getattr(exc, "status", None) == 403:
+                err.write("reviewbot: the token cannot create check runs (403); the findings "
+                          "are in the annotations and the job summary\n")
+            else:
+                raise ReviewbotError(_scrub(f"creating the check run failed: "
+                                            f"{_api_error(exc)}", token)) from None
+    err.write(f"reviewbot: {len(outcome.findings)} findings on changed lines, "
+              f"{len(outcome.comments)} line comments posted\n")
+    return exit_status(outcome, settings)
+
+
+def _api_error(exc: Any) -> str:
+    if not hasattr(exc, "status"):  # requests: retries used up, or no connection
+        import re
+
+        found = re.search(r"Caused by \w+\('(.*?)'\)", str(exc))
+        return f"{found.group(1) if found else exc.__class__.__name__} (after retries)"
+    data = getattr(exc, "data", None)
+    message = data.get("message") if isinstance(data, dict) else None
+    return f"HTTP {getattr(exc, 'status', '?')}: {message or 'no message'}"
+
+
+class _ReadOnly(Exception):
+    """The token may not write to the pull request (a fork's)."""
+
+
+def exit_status(outcome: Outcome, settings: Settings) -> int:
+    """1 when a finding (or a failed check) is at or above ``fail_level``."""
+    if settings.fail_level == "none":
+        return 0
+    coverage_fails = bool(outcome.coverage and not outcome.coverage["passed"])
+    if settings.fail_level == "warning":
+        return 1 if outcome.findings or coverage_fails else 0
+    return 1 if any(f.severity == "error" for f in outcome.findings) else 0
+
+
+# Checking -------------------------------------------------------------------------------
+def check_changes(settings: Settings, changed: ChangedLines, cwd: Path) -> Outcome:
+    """Check the changed Python files; keep the findings the filter mode keeps."""
+    from reviewbot.config import Overrides, load_config
+    from reviewbot.context import RunContext
+    from reviewbot.discovery import display_path
+    from reviewbot.engine import Engine
+    from reviewbot.packs import load_packs
+
+    files = [cwd / c.path for c in changed.files.values() if _python(c, cwd)]
+    options = []
+    if settings.docstring_threshold is not None:
+        options.append(("RB301", "threshold", settings.docstring_threshold))
+    config_file = Path(settings.config) if settings.config else None
+    if config_file is not None and not config_file.is_file():
+        raise ReviewbotError(f"{settings.config}: configuration file not found")
+    config = load_config([cwd / p for p in settings.paths], config_file,
+                         Overrides(options=tuple(options)), cwd)
+    packs = load_packs(config.rule_packs, config.root, config.source,
+                       config.key_prefix + "rule-packs")
+    in_scope = [f for f in files if _under(f, [cwd / p for p in settings.paths])]
+    outcome = Outcome()
+    if in_scope:
+        result = Engine(config, packs).run(in_scope, RunContext("."), cwd)
+        for finding in result.findings:
+            path = display_path(Path(cwd / finding.path), cwd) if not Path(
+                finding.path).is_absolute() else finding.path
+            if finding.code == "RB301":
+                continue  # the pre-merge check below counts the changed definitions only
+            if changed.keeps(path, finding.line, finding.end_line, settings.filter_mode):
+                outcome.findings.append(finding)
+    if "RB301" in config.enabled:
+        outcome.coverage = changed_coverage(in_scope, changed, config, cwd)
+    outcome.findings.sort(key=lambda f: (f.severity != "error", f.path, f.line, f.code))
+    return outcome
+
+
+def _under(path: Path, roots: list[Path]) -> bool:
+    resolved = path.resolve()
+    return any(resolved == r.resolve() or resolved.is_relative_to(r.resolve()) for r in roots)
+
+
+def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
+                     cwd: Path) -> dict[str, Any]:
+    """Docstring coverage of the definitions the pull request adds or changes: a function
+    whose lines it touches, a class whose header it touches, RB301's options applied."""
+    import ast
+
+    from reviewbot.analysis.definitions import collect_definitions, counted
+    from reviewbot.rules._docstring_options import excluded
+    from reviewbot.source import UnreadableSource, decode, read_bytes
+
+    settings = config.settings.get("RB301", {})
+    documented = total = 0
+    missing: list[str] = []
+    for file in files:
+        rel = file.resolve().relative_to(cwd.resolve()).as_posix()
+        change = changed.files.get(rel)
+        if change is None or excluded(rel, settings):
+            continue
+        try:
+            tree = ast.parse(decode(read_bytes(str(file))).text)
+        except (UnreadableSource, SyntaxError, ValueError):
+            continue
+        spans = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                spans[node.lineno] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            elif isinstance(node, ast.ClassDef):
+                header_end = node.body[0].lineno if node.body else node.lineno + 1
+                spans[node.lineno] = range(node.lineno, header_end + 1)
+        for definition in counted(collect_definitions(tree), settings):
+            span = spans.get(definition.line)
+            if definition.kind == "module":
+                touched = change.status == "added"
+            else:
+                touched = span is not None and any(n in change.added for n in span)
+            if not touched:
+                continue
+            total += 1
+            if definition.documented:
+                documented += 1
+            else:
+                missing.append(f"{rel}:{definition.line} {definition.name}")
+    threshold = float(settings.get("threshold", 80.0))
+    percent = round(100.0 * documented / total, 2) if total else 100.0
+    return {"documented": documented, "total": total, "coverage": percent,
+            "threshold": threshold, "passed": total == 0 or percent >= threshold,
+            "missing": missing}
+
+
+# Posting ----------------------------------------------------------------------------------
+def plan_comments(outcome: Outcome, settings: Settings, existing: set[tuple[str, int, str]],
+                  cwd: Path) -> None:
+    """Choose the line comments: not repeated, at most ``max_comments``, most severe first."""
+    for finding in outcome.findings:
+        comment = build_comment(finding, cwd)
+        key = (comment.path, comment.line, finding.code)
+        if key in existing:
+            outcome.repeated += 1
+            continue
+        if len(outcome.comments) >= settings.max_comments:
+            outcome.in_summary.append(finding)
+            continue
+        outcome.comments.append(comment)
+
+
+def build_comment(finding: Finding, cwd: Path) -> Comment:
+    """The comment of a finding: on the lines its fix edits when it can be a suggestion,
+    otherwise on the finding's own lines."""
+    path = finding.path.replace("\\", "/")
+    suggestion = None
+    start, end = finding.line, finding.end_line or finding.line
+    if finding.fix is not None and finding.fix.edits and finding.fix.applicability in (
+            "safe", "unsafe") and not finding.fix.imports:
+        lines_touched = {n for e in finding.fix.edits for n in range(e.line, e.end_line + 1)}
+        first, last = min(lines_touched), max(lines_touched)
+        if finding.line <= first and last <= max(finding.end_line, finding.line):
+            text = _read(cwd / path)
+            if text is not None:
+                suggestion = _suggest(text, finding, first, last)
+                if suggestion is not None:
+                    start, end = first, last
+    body = comment_body(finding, suggestion, DOCS_URL)
+    return Comment(finding, path, end, start if start != end else None, body)
+
+
+def _read(path: Path) -> str | None:
+    from reviewbot.source import UnreadableSource, decode, read_bytes
+
+    try:
+        return decode(read_bytes(str(path))).text
+    except UnreadableSource:
+        return None
+
+
+def _suggest(text: str, finding: Finding, first: int, last: int) -> str | None:
+    from reviewbot.fixer import apply_edits
+    from reviewbot.source import split_lines
+
+    lines = split_lines(text)
+    if last > len(lines):
+        return None
+    block = "\n".join(lines[first - 1:last]) + "\n"
+    shifted = [type(e)(e.line - first + 1, e.column, e.end_line - first + 1, e.end_column,
+                       e.content) for e in finding.fix.edits]  # type: ignore[union-attr]
+    new = apply_edits(block, shifted)
+    return new if new != block else None
+
+
+def _existing_comments(pr: Any) -> set[tuple[str, int, str]]:
+    found: set[tuple[str, int, str]] = set()
+    for comment in pr.get_review_comments():
+        body = comment.body or ""
+        line = comment.line or comment.original_line
+        for code in _codes_in(body):
+            found.add((comment.path, int(line or 0), code))
+    return found
+
+
+def _codes_in(body: str) -> list[str]:
+    import re
+
+    return re.findall(r"<!-- reviewbot:(RB\d{3}) -->", body)
+
+
+def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path) -> None:
+    from github import GithubException
+
+    plan_comments(outcome, settings, _existing_comments(pr), cwd)
+    if not outcome.comments:
+        return
+    body = (f"reviewbot found {len(outcome.findings)} findings on the changed lines; "
+            f"{len(outcome.comments)} are commented below. The summary comment has the "
+            "pre-merge checks.")
+    try:
+        pr.create_review(body=body, event="COMMENT",
+                         comments=[c.payload() for c in outcome.comments])
+    except GithubException as exc:
+        if exc.status == 403:
+            outcome.in_summary[:0] = [c.finding for c in outcome.comments]
+            outcome.comments = []
+            raise _ReadOnly("the token may not comment on this pull request (403, as for a "
+                            "fork's read-only token); the findings are in the annotations and "
+                            "the job summary") from None
+        if exc.status != 422:
+            raise
+        # A line GitHub will not take (outside the diff it has): those go to the summary.
+        rejected = [c.finding for c in outcome.comments]
+        outcome.comments = []
+        outcome.in_summary[:0] = rejected
+        outcome.notes.append(f"GitHub rejected the line comments ({_api_error(exc)}); "
+                             f"{len(rejected)} findings are listed here instead.")
+        pr.create_review(body=body.split(";")[0] + "; see the summary comment.",
+                         event="COMMENT")
+
+
+def _upsert_summary(pr: Any, text: str) -> None:
+    for comment in pr.get_issue_comments():
+        if SUMMARY_MARKER in (comment.body or ""):
+            if comment.body != text:
+                comment.edit(text)
+            return
+    pr.create_issue_comment(text)
+
+
+def _post_check(repo: Any, event: dict[str, Any], outcome: Outcome, settings: Settings) -> None:
+    head = event["pull_request"]["head"]["sha"]
+    annotations = [{"path": f.path, "start_line": f.line, "end_line": max(f.line, f.end_line),
+                    "annotation_level": "failure" if f.severity == "error" else "warning",
+                    "title": f"{f.code} {f.name}", "message": f.message}
+                   for f in outcome.findings[:50]]
+    failed = exit_status(outcome, settings) != 0
+    repo.create_check_run(name="reviewbot", head_sha=head, status="completed",
+                          conclusion="failure" if failed else "success",
+                          output={"title": f"{len(outcome.findings)} findings",
+                                  "summary": outcome.summary, "annotations": annotations})
+
+
+def _write_step_summary(text: str) -> None:
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+    except OSError as exc:
+        sys.stderr.write(f"reviewbot: warning: cannot write the job summary ({exc.strerror})\n")
+
+
+def _annotations(outcome: Outcome, settings: Settings, out: TextIO) -> None:
+    from reviewbot.reporters import github
+
+    shown = outcome.findings[:settings.max_comments]
+    if shown:
+        github.write(shown, out, False)
+
