@@ -7,6 +7,7 @@ other file is still checked.
 
 from __future__ import annotations
 
+import gc
 import os
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -77,7 +78,21 @@ class Checker:
         return codes
 
     def check(self, job: FileJob) -> FileResult:
-        """Check one file; never raises for anything the file contains."""
+        """Check one file; never raises for anything the file contains.
+
+        The cyclic garbage collector waits while one file is checked: syntax trees hold
+        no cycles, and its passes over a large tree cost a fifth of the parse. It runs
+        again between files, so memory stays bounded by the largest file.
+        """
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._check_one(job)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _check_one(self, job: FileJob) -> FileResult:
         ignored = self.ignored_codes(job.rel)
         result = FileResult(job.display)
         try:

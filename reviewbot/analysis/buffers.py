@@ -17,6 +17,7 @@ from typing import Iterator
 
 from reviewbot.analysis.gpu import Names
 from reviewbot.packs import PackData
+from reviewbot.source import split_lines
 
 _ALLOCATORS = frozenset({"empty", "zeros", "ones", "full", "rand", "randn", "randint"})
 _LIBRARIES = ("torch", "numpy")
@@ -147,20 +148,36 @@ def _functions(cls: ast.ClassDef) -> Iterator[ast.FunctionDef | ast.AsyncFunctio
             yield node
 
 
-def _parents(func: ast.AST) -> dict[ast.AST, ast.AST]:
-    """Each node's parent within one function."""
-    parent: dict[ast.AST, ast.AST] = {}
-    for node in ast.walk(func):
-        for child in ast.iter_child_nodes(node):
-            parent[child] = node
-    return parent
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a block and of the blocks inside it (not nested definitions)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, name, None)
+            if isinstance(inner, list):
+                yield from _statements(inner)
+        for handler in getattr(stmt, "handlers", None) or []:
+            yield from _statements(handler.body)
+
+
+def _classes(body: list[ast.stmt]) -> Iterator[ast.ClassDef]:
+    """Every class of a module, nested ones included, each once."""
+    for stmt in _statements(body):
+        if isinstance(stmt, ast.ClassDef):
+            yield stmt
+            yield from _classes(stmt.body)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield from _classes(stmt.body)
 
 
 class BufferAnalyzer:
     """Finds the buffers of a module's classes and the bounds of their uses."""
 
-    def __init__(self, tree: ast.Module, packs: PackData) -> None:
+    def __init__(self, tree: ast.Module, packs: PackData, text: str = "") -> None:
         self.tree = tree
+        self.lines = split_lines(text) if text else None  # None: no text to prefilter by
         self.names = Names(tree)
         self.bounds = BoundNames(packs)
 
@@ -294,37 +311,44 @@ class BufferAnalyzer:
             return Use(sub.lineno, text, known=False)
         return Use(sub.lineno, text, bounds)
 
-    def locals_of(self, func: ast.AST) -> dict[str, ast.expr]:
-        """Local names assigned exactly once, to follow counts through."""
-        seen: dict[str, ast.expr | None] = {}
-        for node in ast.walk(func):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                    and isinstance(node.targets[0], ast.Name):
-                name = node.targets[0].id
-                seen[name] = None if name in seen else node.value
+    def uses_in(self, func: ast.FunctionDef | ast.AsyncFunctionDef,
+                buffers: dict[str, Buffer]) -> None:
+        """Record every use of the buffers in one method (one walk of its tree)."""
+        parents: dict[ast.AST, ast.AST] = {}
+        seen: dict[str, ast.expr | None] = {}  # locals assigned once, to follow counts
+        hits: list[ast.Attribute] = []
+        copies: list[ast.Call] = []
+        stack: list[ast.AST] = [func]
+        while stack:
+            node = stack.pop()
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+                stack.append(child)
+            if isinstance(node, ast.Attribute):
+                if node.attr in buffers and _self_attr(node):
+                    hits.append(node)
+            elif isinstance(node, ast.Assign):
+                if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    name = node.targets[0].id
+                    seen[name] = None if name in seen else node.value
             elif isinstance(node, (ast.AugAssign, ast.For, ast.AnnAssign)):
                 target = node.target
                 if isinstance(target, ast.Name):
                     value = node.value if isinstance(node, ast.AnnAssign) else None
                     seen[target.id] = None if target.id in seen else value
-        return {name: value for name, value in seen.items() if value is not None}
-
-    def uses_in(self, func: ast.FunctionDef | ast.AsyncFunctionDef,
-                buffers: dict[str, Buffer]) -> None:
-        """Record every use of the buffers in one method."""
-        parents = _parents(func)
-        local = self.locals_of(func)
-        aliases: dict[str, Use] = {}
-        for node in ast.walk(func):
-            attr = _self_attr(node) if isinstance(node, ast.Attribute) else None
-            if attr in buffers:
-                self._use(buffers[attr], node, parents, local, aliases)
-        # Copies into an alias of a slice: pinned = self.buf[:n]; pinned.copy_(src)
-        for node in ast.walk(func):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                     and node.func.attr == "copy_" and isinstance(node.func.value, ast.Name) \
-                    and node.func.value.id in aliases and node.args:
-                self._add_source(aliases[node.func.value.id], node.args[0], local)
+                    and node.args:
+                copies.append(node)
+        local = {name: value for name, value in seen.items() if value is not None}
+        aliases: dict[str, Use] = {}
+        for node in sorted(hits, key=lambda n: (n.lineno, n.col_offset)):
+            self._use(buffers[node.attr], node, parents, local, aliases)
+        # Copies into an alias of a slice: pinned = self.buf[:n]; pinned.copy_(src)
+        for call in copies:
+            name = call.func.value.id  # type: ignore[attr-defined]
+            if name in aliases:
+                self._add_source(aliases[name], call.args[0], local)
 
     def _use(self, buffer: Buffer, node: ast.Attribute, parents: dict[ast.AST, ast.AST],
              local: dict[str, ast.expr], aliases: dict[str, Use]) -> None:
@@ -358,13 +382,12 @@ class BufferAnalyzer:
     def buffers(self) -> list[Buffer]:
         """Every bound-sized buffer of every class, with its uses."""
         result: list[Buffer] = []
-        for cls in ast.walk(self.tree):
-            if not isinstance(cls, ast.ClassDef):
-                continue
+        for cls in _classes(self.tree.body):
             found: dict[str, Buffer] = {}
             doubled: set[str] = set()
-            for func in _functions(cls):
-                for node in ast.walk(func):
+            methods = list(_functions(cls))
+            for func in methods:
+                for node in _statements(func.body):
                     if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                             and isinstance(node.value, ast.Call):
                         attr = _self_attr(node.targets[0])
@@ -380,8 +403,14 @@ class BufferAnalyzer:
                 found[attr].reassigned = True
             if not found:
                 continue
-            for func in _functions(cls):
-                self.uses_in(func, found)
+            for func in methods:
+                if self.lines is None:
+                    wanted = found
+                else:
+                    text = "\n".join(self.lines[func.lineno - 1:func.end_lineno or func.lineno])
+                    wanted = {a: b for a, b in found.items() if f".{a}" in text}
+                if wanted:
+                    self.uses_in(func, wanted)
             for buffer in found.values():
                 buffer.uses.sort(key=lambda use: use.line)
             result.extend(found.values())

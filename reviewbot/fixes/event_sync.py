@@ -209,18 +209,15 @@ class EventSyncFixer:
             isinstance(node, ast.Import) and any(a.name == "torch" and a.asname is None
                                                  for a in node.names)
             for node in tree.body)
-        self._classes = {node.name: node for node in ast.walk(tree)
-                         if isinstance(node, ast.ClassDef)}
 
     # What replaces the call -----------------------------------------------------
     def fix(self, call: ast.Call, tensor: ast.expr,
-            func: ast.FunctionDef | ast.AsyncFunctionDef, cls_name: str | None,
+            func: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None,
             what: str) -> Fix | None:
         """The fix that reads ``tensor`` through the helper instead of ``call``."""
-        source = ast.get_source_segment("\n".join(self.lines), tensor)
-        if source is None or "\n" in source:
+        source = self._segment(tensor)
+        if source is None:
             return None
-        cls = self._classes.get(cls_name) if cls_name else None
         if cls is not None and _is_method(func):
             edits = self._method_fix(call, tensor, source, func, cls)
         elif cls is None:
@@ -231,6 +228,13 @@ class EventSyncFixer:
             return None
         return Fix("safe", f"Read {what} through the event-synced `{self.helper}` helper",
                    tuple(edits), imports=() if self._imports_torch else ("torch",))
+
+    def _segment(self, node: ast.expr) -> str | None:
+        """The source of a one-line expression."""
+        if node.end_lineno != node.lineno or node.end_col_offset is None:
+            return None
+        line = self.lines[node.lineno - 1].encode("utf-8")
+        return line[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
 
     def _call_edit(self, call: ast.Call, replacement: str) -> Edit:
         end = call.end_lineno or call.lineno

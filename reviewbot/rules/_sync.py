@@ -70,24 +70,32 @@ class SyncRule(Rule):
 
     # Shared by the readback fixes -------------------------------------------------------
     @staticmethod
-    def call_at(ctx: FileContext, site: Site) -> ast.Call | None:
-        """The call a site was recorded at."""
-        index = ctx.memo.get("calls")
+    def _function_index(ctx: FileContext, site: Site, analysis: Any) -> dict[str, Any]:
+        """The calls and the parents of the nodes of the function holding a site."""
+        key = f"index:{site.function}"
+        index = ctx.memo.get(key)
         if index is None:
-            index = {(n.lineno, n.col_offset + 1, n.end_lineno, (n.end_col_offset or 0) + 1): n
-                     for n in ast.walk(ctx.ast_tree) if isinstance(n, ast.Call)}
-            ctx.memo["calls"] = index
-        return index.get((site.line, site.column, site.end_line, site.end_column))
+            func = analysis.functions.get(site.function)
+            root = func.node if func is not None else ctx.ast_tree
+            calls, parents = {}, {}
+            for node in ast.walk(root):
+                for child in ast.iter_child_nodes(node):
+                    parents[child] = node
+                if isinstance(node, ast.Call):
+                    calls[(node.lineno, node.col_offset + 1, node.end_lineno,
+                           (node.end_col_offset or 0) + 1)] = node
+            index = ctx.memo[key] = {"calls": calls, "parents": parents}
+        return index
 
-    @staticmethod
-    def parent_of(ctx: FileContext, node: ast.AST) -> ast.AST | None:
-        """A node's parent in the file's tree."""
-        parents = ctx.memo.get("parents")
-        if parents is None:
-            parents = {child: parent for parent in ast.walk(ctx.ast_tree)
-                       for child in ast.iter_child_nodes(parent)}
-            ctx.memo["parents"] = parents
-        return parents.get(node)
+    def call_at(self, ctx: FileContext, site: Site, analysis: Any) -> ast.Call | None:
+        """The call a site was recorded at."""
+        calls = self._function_index(ctx, site, analysis)["calls"]
+        return calls.get((site.line, site.column, site.end_line, site.end_column))
+
+    def parent_of(self, ctx: FileContext, site: Site, analysis: Any,
+                  node: ast.AST) -> ast.AST | None:
+        """A node's parent within the function holding a site."""
+        return self._function_index(ctx, site, analysis)["parents"].get(node)
 
     def event_sync_fix(self, ctx: FileContext, site: Site, analysis: Any, replaced: ast.Call,
                        tensor: ast.expr, what: str) -> Fix | None:
@@ -103,7 +111,7 @@ class SyncRule(Rule):
         func = analysis.functions.get(site.function)
         if func is None:
             return None
-        return fixer.fix(replaced, tensor, func.node, func.cls.name if func.cls else None, what)
+        return fixer.fix(replaced, tensor, func.node, func.cls.node if func.cls else None, what)
 
     def finding(self, path: str, site: Site, chain: list[str] | None) -> Finding:
         """The finding of one site."""

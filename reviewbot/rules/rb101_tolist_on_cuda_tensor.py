@@ -111,7 +111,7 @@ class TolistOnCudaTensor(SyncRule):
 
     def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
         """``x.tolist()`` -> ``self._to_list(x)``."""
-        call = self.call_at(ctx, site)
+        call = self.call_at(ctx, site, analysis)
         if call is None or not isinstance(call.func, ast.Attribute) or call.args \
                 or call.keywords:
             return None

@@ -98,7 +98,7 @@ class ItemOnCudaTensor(SyncRule):
 
     def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
         """A safe fix for a 0-d tensor; a display-only suggestion otherwise."""
-        call = self.call_at(ctx, site)
+        call = self.call_at(ctx, site, analysis)
         if call is None or not isinstance(call.func, ast.Attribute) or call.args:
             return None
         tensor = call.func.value

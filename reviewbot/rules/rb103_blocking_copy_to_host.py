@@ -87,21 +87,21 @@ class BlockingCopyToHost(SyncRule):
 
     def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
         """``x.cpu().tolist()`` (and ``.numpy().tolist()``) -> ``self._to_list(x)``."""
-        call = self.call_at(ctx, site)
+        call = self.call_at(ctx, site, analysis)
         if call is None or not isinstance(call.func, ast.Attribute) \
                 or call.func.attr not in ("cpu", "to", "numpy"):
             return None
         outer: ast.AST = call
-        parent = self.parent_of(ctx, outer)
+        parent = self.parent_of(ctx, site, analysis, outer)
         if isinstance(parent, ast.Attribute) and parent.attr == "numpy" and call.func.attr != \
                 "numpy":
-            grand = self.parent_of(ctx, parent)
+            grand = self.parent_of(ctx, site, analysis, parent)
             if not (isinstance(grand, ast.Call) and grand.func is parent and not grand.args):
                 return None
-            outer, parent = grand, self.parent_of(ctx, grand)
+            outer, parent = grand, self.parent_of(ctx, site, analysis, grand)
         if not (isinstance(parent, ast.Attribute) and parent.attr == "tolist"):
             return None
-        tolist = self.parent_of(ctx, parent)
+        tolist = self.parent_of(ctx, site, analysis, parent)
         if not (isinstance(tolist, ast.Call) and tolist.func is parent and not tolist.args):
             return None
         return self.event_sync_fix(ctx, site, analysis, tolist, call.func.value,

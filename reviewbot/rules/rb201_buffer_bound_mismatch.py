@@ -123,7 +123,7 @@ class BufferBoundMismatch(Rule):
         """Report each mismatched buffer at its allocation."""
         if ctx.packs is None or not ctx.packs.size_bounds:
             return
-        analyzer = BufferAnalyzer(ctx.ast_tree, ctx.packs)
+        analyzer = BufferAnalyzer(ctx.ast_tree, ctx.packs, ctx.text)
         lines = split_lines(ctx.text)
         for mismatch in analyzer.mismatches():
             ctx.findings.append(self._finding(ctx, lines, mismatch))
