@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trees import DATA, BenchError, tree_for  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# -P: the tree's own modules (torch/types.py) must not shadow the standard library's.
+_ISOLATED = ["-P"] if sys.version_info >= (3, 11) else []
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
 
 
@@ -40,7 +42,7 @@ def changed_files(original: Path, copy: Path) -> list[str]:
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "reviewbot", *args], cwd=cwd,
+    return subprocess.run([sys.executable, *_ISOLATED, "-m", "reviewbot", *args], cwd=cwd,
                           capture_output=True, text=True)
 
 

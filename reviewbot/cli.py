@@ -426,18 +426,17 @@ def run_verify(args: argparse.Namespace, out: TextIO) -> int:
 
 def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO) -> int:
     """Print each file's hot functions and the call chain that makes each one hot."""
-    import ast
 
     from reviewbot.analysis.gpu import ModuleAnalyzer
     from reviewbot.discovery import display_path
-    from reviewbot.source import UnreadableSource, decode, read_bytes
+    from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes
 
     total = 0
     for path in files:
         shown = display_path(path, cwd)
         try:
             text = decode(read_bytes(str(path))).text
-            tree = ast.parse(text)
+            tree = parse_quietly(text)
         except (UnreadableSource, SyntaxError, ValueError, RecursionError):
             continue  # `reviewbot check` reports these files
         hot = ModuleAnalyzer(tree, packs, (), text).hot_paths()

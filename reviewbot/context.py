@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,10 @@ class FileContext:
     def ast_tree(self) -> ast.Module:
         """CPython's tree of the file (raises SyntaxError)."""
         if self._ast is None:
-            self._ast = ast.parse(self.text, filename=self.path, type_comments=False)
+            with warnings.catch_warnings():  # the file's own oddities are not ours to print
+                warnings.simplefilter("ignore", SyntaxWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                self._ast = ast.parse(self.text, filename=self.path, type_comments=False)
         return self._ast
 
     @property

@@ -17,6 +17,7 @@ import difflib
 import os
 import stat
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -134,7 +135,10 @@ def add_imports(text: str, modules: Sequence[str]) -> str:
 
 def _compiles(text: str, path: str) -> str | None:
     try:
-        compile(text, path, "exec", dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            compile(text, path, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         return f"{exc.__class__.__name__}: {getattr(exc, 'msg', exc)}"
     return None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import codecs
 import re
 import io
 import os
 import stat
 import tokenize
+import warnings
 from dataclasses import dataclass
 
 
@@ -97,3 +99,13 @@ def newline_of(text: str) -> str:
     """The file's newline style: that of its first line end (LF when it has none)."""
     match = _LINE_END.search(text)
     return match.group(0) if match else "\n"
+
+
+def parse_quietly(text: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` without printing the warnings a file's own code raises (an invalid
+    escape, ``1()``): they are the file's, not the tool's."""
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(text, filename=filename)

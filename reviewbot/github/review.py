@@ -257,7 +257,7 @@ def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
 
     from reviewbot.analysis.definitions import collect_definitions, counted
     from reviewbot.rules._docstring_options import excluded
-    from reviewbot.source import UnreadableSource, decode, read_bytes
+    from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes
 
     settings = config.settings.get("RB301", {})
     documented = total = 0
@@ -268,7 +268,7 @@ def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
         if change is None or excluded(rel, settings):
             continue
         try:
-            tree = ast.parse(decode(read_bytes(str(file))).text)
+            tree = parse_quietly(decode(read_bytes(str(file))).text)
         except (UnreadableSource, SyntaxError, ValueError):
             continue
         spans = {}

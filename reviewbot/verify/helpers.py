@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from reviewbot.source import UnreadableSource, decode, read_bytes
+from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes
 
 _SHAPE = re.compile(r"non_blocking\s*=\s*True[\s\S]*\.synchronize\(\)[\s\S]*"
                     r"return\s+[\w.\[\]:]+\.tolist\(\)")
@@ -83,7 +83,7 @@ def find_helpers(files: list[Path], shown: Callable[[Path], str]) -> list[Helper
     for path in files:
         text = _text(path)
         try:
-            tree = ast.parse(text)
+            tree = parse_quietly(text)
         except SyntaxError as exc:
             raise VerifyError(f"{shown(path)}: does not parse ({exc.msg}, line {exc.lineno})") \
                 from None
