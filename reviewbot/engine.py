@@ -7,6 +7,7 @@ other file is still checked.
 
 from __future__ import annotations
 
+import ast
 import gc
 import os
 import traceback
@@ -140,6 +141,11 @@ class Checker:
                 else f"cannot be parsed ({exc.__class__.__name__}: {exc})"
             ctx.report(SyntaxErrorRule, f"Syntax error: {reason}", 1, 1)
             return False
+        unknown = _unknown_future(ctx.ast_tree)
+        if unknown is not None:  # the parser accepts it; the compiler refuses the file
+            ctx.report(SyntaxErrorRule, f"Syntax error: future feature {unknown.name} is not "
+                       "defined", unknown.line, unknown.column)
+            return False
         return True
 
     def _run_cst_rules(self, ctx: FileContext, rules: list[type[CstRule]]) -> None:
@@ -188,6 +194,27 @@ def _crash(ctx: FileContext, rule: type[Rule], exc: BaseException, when: str = "
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
     ctx.report(RuleCrash, f"Rule {rule.code} ({rule.name}) crashed on {ctx.path}"
                f"{' ' + when if when else ''}: {exc.__class__.__name__}: {exc}{where}", 1, 1)
+
+
+@dataclass
+class _Future:
+    name: str
+    line: int
+    column: int
+
+
+def _unknown_future(tree: ast.Module) -> _Future | None:
+    """A ``from __future__ import`` of a feature this Python does not know."""
+    import __future__
+
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
+            for alias in node.names:
+                if alias.name not in __future__.all_feature_names:
+                    return _Future(alias.name, node.lineno, node.col_offset + 1)
+        elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+            break  # future imports come first (after the docstring)
+    return None
 
 
 # Worker processes ---------------------------------------------------------------

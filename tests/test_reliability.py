@@ -246,3 +246,12 @@ def test_warnings_of_the_checked_code_are_not_printed(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "reviewbot", *command, "--no-cache"],
                               cwd=tmp_path, capture_output=True, text=True)
         assert "Warning" not in proc.stderr, proc.stderr
+
+
+def test_an_unknown_future_feature_is_a_syntax_error(tmp_path, run_cli):
+    # ast.parse accepts it; only the compiler refuses it (found by broken_corpus.py).
+    (tmp_path / "f.py").write_text('"""Doc."""\nfrom __future__ import annotatio\n',
+                                   encoding="utf-8")
+    result = run_cli(["check", "f.py", "--no-cache"], cwd=tmp_path)
+    assert result.code == 1
+    assert "f.py:2:1: RB001 Syntax error: future feature annotatio is not defined" in result.out
