@@ -381,11 +381,14 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot review``."""
-    try:
-        from reviewbot.github.review import Settings, run_review
-    except ImportError as exc:
-        raise ReviewbotError(f"reviewbot review needs PyGithub and unidiff ({exc.name} is "
-                             "missing): pip install 'reviewbot[github]'") from None
+    import importlib.util
+
+    for module, package in (("github", "PyGithub"), ("unidiff", "unidiff")):
+        if importlib.util.find_spec(module) is None:
+            raise ReviewbotError(f"reviewbot review needs {package}: "
+                                 "pip install 'reviewbot[github]'")
+    from reviewbot.github.review import Settings, run_review
+
     settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
                         args.docstring_threshold, tuple(args.paths), args.config)
     return run_review(settings, out, err)

@@ -217,3 +217,15 @@ def test_annotations_only_reporter_posts_nothing(run_cli, workspace, fake):
     assert fake.reviews == [] and fake.issue_comments == []
     assert "::error file=runner/model_runner.py" in result.out
     assert json.loads((PR / "event.json").read_text())["pull_request"]["number"] == 7
+
+
+def test_without_pygithub_review_says_what_to_install(run_cli, monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "github" else real(name, *a))
+    result = run_cli(["review"], cwd=tmp_path)
+    assert result.code == 2
+    assert result.err == ("reviewbot: error: reviewbot review needs PyGithub: "
+                          "pip install 'reviewbot[github]'\n")
