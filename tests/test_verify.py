@@ -176,3 +176,11 @@ def test_worker_plain_data_keeps_every_type_apart():
     finally:
         del sys.modules["plain_test"]
     del namespace
+
+
+def test_a_types_module_in_the_working_folder_does_not_shadow_the_stdlib(tmp_path, run_cli):
+    # Found running the tools inside torch's own tree, which has a types.py.
+    (tmp_path / "types.py").write_text("raise ImportError('shadowed')\n", encoding="utf-8")
+    before, after, scenario = _project(tmp_path, "return [1, 2.0, True]")
+    result = _verify(run_cli, tmp_path, before, after, scenario)
+    assert result.code == 0, result.out

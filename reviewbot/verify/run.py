@@ -209,10 +209,13 @@ def _before_from_git(root: Path, temp: Path) -> Path:
 def _run_side(root: Path, scenario: Path, device: str | None, sync_debug: bool) -> dict:
     with tempfile.TemporaryDirectory() as temp:
         out = Path(temp) / "result.json"
-        command = [sys.executable, "-m", "reviewbot.verify.worker", str(root), str(scenario),
+        command = [sys.executable, "-m", "reviewbot.verify.worker", str(root.resolve()),
+                   str(scenario.resolve()),
                    str(out)] + (["--device", device] if device else []) + \
             (["--sync-debug"] if sync_debug else [])
-        proc = subprocess.run(command, capture_output=True, text=True,
+        # Run from the empty temporary folder: modules in the caller's folder (a types.py)
+        # must not shadow the standard library's.
+        proc = subprocess.run(command, capture_output=True, text=True, cwd=temp,
                               env={**os.environ, "PYTHONHASHSEED": "0"})
         if not out.exists():
             return {"ok": False, "stage": "process",
