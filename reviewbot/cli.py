@@ -177,6 +177,16 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="cache folder (default: .reviewbot_cache beside the configuration)")
 
 
+def _open_report(path: str | None) -> TextIO | None:
+    """The file named by --output-file, opened for writing (None: standard output)."""
+    if not path:
+        return None
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise ReviewbotError(f"{path}: cannot write the report ({exc.strerror})") from None
+
+
 def _use_color(choice: str, stream: TextIO) -> bool:
     if choice != "auto":
         return choice == "always"
@@ -296,14 +306,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         changed = from_git(args.since, paths, cwd)
         result.findings = [f for f in result.findings
                            if changed.keeps(f.path, f.line, f.end_line, "added")]
-    target: TextIO = out
-    handle = None
-    if args.output_file:
-        try:
-            handle = open(args.output_file, "w", encoding="utf-8")
-        except OSError as exc:
-            raise ReviewbotError(f"{args.output_file}: cannot write the report ({exc.strerror})")
-        target = handle
+    handle = _open_report(args.output_file)
+    target: TextIO = handle or out
     try:
         if args.coverage_report:
             from reviewbot.reporters import coverage
@@ -408,14 +412,8 @@ def run_verify(args: argparse.Namespace, out: TextIO) -> int:
         report, code = verify(options)
     except VerifyError as exc:
         raise ReviewbotError(str(exc)) from None
-    target: TextIO = out
-    handle = None
-    if args.output_file:
-        try:
-            handle = open(args.output_file, "w", encoding="utf-8")
-        except OSError as exc:
-            raise ReviewbotError(f"{args.output_file}: cannot write the report ({exc.strerror})")
-        target = handle
+    handle = _open_report(args.output_file)
+    target: TextIO = handle or out
     try:
         if args.output_format == "json":
             target.write(json.dumps(report, indent=2) + "\n")
