@@ -29,6 +29,8 @@ from reviewbot.fixer import Fixer
 from reviewbot.packs import load_packs
 
 hypothesmith = pytest.importorskip("hypothesmith")
+# Generated programs make the compiler warn (`1()`); those warnings are the programs'.
+pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
 
 RUNNER = (FIXTURES / "fix" / "before" / "seed_runner.py").read_text(encoding="utf-8")
 HOT_READBACK = '''
