@@ -157,8 +157,13 @@ class Fixer:
         result = FileFix(path, old=text, new=text, encoding=encoding)
         current = text
         for _ in range(MAX_PASSES):
-            findings = self.checker.check(
-                FileJob(path, rel, current.encode("utf-8"))).findings
+            try:  # the bytes as the file stores them: its coding cookie must still hold
+                data = current.encode(encoding)
+            except UnicodeEncodeError:
+                result.error = (f"the fixed text cannot be written in the file's encoding "
+                                f"({encoding}); the file is left as it was")
+                return result
+            findings = self.checker.check(FileJob(path, rel, data)).findings
             fixable = [f for f in findings if allowed(f.fix, self.unsafe)]
             if not fixable:
                 result.new = current

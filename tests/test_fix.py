@@ -215,3 +215,18 @@ def test_a_file_changed_on_disk_is_not_overwritten(tmp_path):
         write_atomic(target, fixed)
     assert target.read_bytes() == b"x = 1\n"
     assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
+
+
+def test_a_latin1_file_is_fixed_where_non_ascii_text_precedes_the_call(tmp_path, run_cli):
+    # The fixer once re-encoded such a file as UTF-8 under its latin-1 cookie: the
+    # positions it found were off and the call was left as it was.
+    source = (BEFORE / "seed_runner.py").read_text(encoding="utf-8").replace(
+        "        valid_sampled_token_ids = sampled_token_ids.tolist()\n",
+        "        é = 1; valid_sampled_token_ids = sampled_token_ids.tolist()  # ÄÖ\n")
+    target = tmp_path / "l.py"
+    target.write_bytes(("# -*- coding: latin-1 -*-\n" + source).encode("latin-1"))
+    result = run_cli(["fix", "--apply", "--no-cache", "."], cwd=tmp_path)
+    assert result.code == 0, result.err
+    fixed = target.read_bytes().decode("latin-1")
+    assert "é = 1; valid_sampled_token_ids = self._to_list(sampled_token_ids)  # ÄÖ" in fixed
+    compile(target.read_bytes(), "l.py", "exec")
