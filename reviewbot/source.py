@@ -109,3 +109,10 @@ def parse_quietly(text: str, filename: str = "<unknown>") -> ast.Module:
         warnings.simplefilter("ignore", SyntaxWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
         return ast.parse(text, filename=filename)
+
+
+def char_column(lines: list[str], line: int, offset: int) -> int:
+    """The 1-based character column of a UTF-8 byte offset (as ``ast`` gives columns) on a
+    1-based line of ``lines``."""
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1

@@ -10,7 +10,6 @@ checks run on a real GPU in `reviewbot verify`.
 from __future__ import annotations
 
 import ast
-import math
 import textwrap
 import types
 
@@ -21,6 +20,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from conftest import FIXTURES  # noqa: E402
+from reviewbot.verify.cases import same  # noqa: E402
 
 DTYPES = [torch.bool, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float32]
 
@@ -92,17 +92,6 @@ def function_helper():
     exec("_TO_LIST_STATE = {}\n" + _helper_source(FIXTURES / "fix" / "after" /
                                                   "free_functions.py", None), namespace)
     return namespace["_to_list"], namespace["_TO_LIST_STATE"], shim
-
-
-def same(a, b) -> bool:
-    """Equal values of the same Python types, NaN equal to NaN."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return a == b
 
 
 @st.composite

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewbot.finding import Edit, Fix
-from reviewbot.source import split_lines
+from reviewbot.source import char_column, split_lines
 
 DEFAULT_HELPER = "_to_list"
 
@@ -106,11 +106,6 @@ class Request:
     buffer: str  # attribute name of the buffer
 
 
-def _column(lines: list[str], line: int, offset: int) -> int:
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
-
-
 def _indent_of(lines: list[str], line: int) -> str:
     text = lines[line - 1]
     return text[:len(text) - len(text.lstrip(" \t"))]
@@ -136,10 +131,13 @@ def _reindent(block: str, step: str) -> str:
     return "".join(out)
 
 
-def _is_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> bool:
-    """A method of the event-sync helper's shape: one tensor in, a synced pinned read out."""
+def is_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str],
+              params: int) -> bool:
+    """A function of the event-sync helper's shape: ``params`` parameters (``self`` and a
+    tensor, or a tensor), a non-blocking copy, a synchronize, a ``.tolist()`` returned."""
     args = func.args
-    if len(args.args) != 2 or args.vararg or args.kwarg or args.kwonlyargs:
+    if len(args.posonlyargs + args.args) != params or args.vararg or args.kwarg \
+            or args.kwonlyargs:
         return False
     text = "\n".join(lines[func.lineno - 1:func.end_lineno or func.lineno])
     return bool(_HELPER_SHAPE.search(text))
@@ -238,8 +236,8 @@ class EventSyncFixer:
 
     def _call_edit(self, call: ast.Call, replacement: str) -> Edit:
         end = call.end_lineno or call.lineno
-        return Edit(call.lineno, _column(self.lines, call.lineno, call.col_offset), end,
-                    _column(self.lines, end, call.end_col_offset or call.col_offset),
+        return Edit(call.lineno, char_column(self.lines, call.lineno, call.col_offset), end,
+                    char_column(self.lines, end, call.end_col_offset or call.col_offset),
                     replacement)
 
     # Methods ----------------------------------------------------------------------
@@ -249,7 +247,7 @@ class EventSyncFixer:
         methods = {node.name: node for node in cls.body
                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
         existing = next((name for name, node in methods.items()
-                         if _is_helper(node, self.lines)), None)
+                         if is_helper(node, self.lines, 2)), None)
         if existing is not None:
             return [self._call_edit(call, f"self.{existing}({source})")]
         init = methods.get("__init__")
@@ -313,7 +311,7 @@ class EventSyncFixer:
                   for t in node.targets if isinstance(t, ast.Name)}
         existing = next((node.name for node in self.tree.body
                          if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                         and len(node.args.args) == 1 and _is_helper_function(node, self.lines)),
+                         and is_helper(node, self.lines, 1)),
                         None)
         if existing is not None:
             return [self._call_edit(call, f"{existing}({source})")]
@@ -339,7 +337,3 @@ class EventSyncFixer:
                 break
         return line
 
-
-def _is_helper_function(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str]) -> bool:
-    text = "\n".join(lines[func.lineno - 1:func.end_lineno or func.lineno])
-    return bool(_HELPER_SHAPE.search(text))

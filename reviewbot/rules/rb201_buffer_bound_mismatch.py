@@ -9,13 +9,7 @@ from reviewbot.analysis.buffers import BufferAnalyzer, Mismatch, size_words
 from reviewbot.context import FileContext
 from reviewbot.finding import Edit, Finding, Fix
 from reviewbot.rule import Invalid, Rule, Valid
-from reviewbot.source import split_lines
-
-
-def _column(lines: list[str], line: int, offset: int) -> int:
-    """The 1-based character column of a UTF-8 byte offset on a 1-based line."""
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
+from reviewbot.source import char_column, split_lines
 
 
 def _bytes(count: int) -> str:
@@ -134,9 +128,9 @@ class BufferBoundMismatch(Rule):
         message = self.message(ctx, mismatch)
         fix = self.fix(ctx, lines, mismatch)
         return Finding(self.code, self.name, message, ctx.path, call.lineno,
-                       _column(lines, call.lineno, call.col_offset),
+                       char_column(lines, call.lineno, call.col_offset),
                        call.end_lineno or call.lineno,
-                       _column(lines, call.end_lineno or call.lineno,
+                       char_column(lines, call.end_lineno or call.lineno,
                                call.end_col_offset or call.col_offset),
                        self.severity, fix)
 
@@ -182,8 +176,8 @@ class BufferBoundMismatch(Rule):
                 return None
             new = f"self.{spelling}" if isinstance(node, ast.Attribute) else spelling
             end_line = node.end_lineno or node.lineno
-            edits.append(Edit(node.lineno, _column(lines, node.lineno, node.col_offset),
-                              end_line, _column(lines, end_line,
+            edits.append(Edit(node.lineno, char_column(lines, node.lineno, node.col_offset),
+                              end_line, char_column(lines, end_line,
                                                 node.end_col_offset or node.col_offset), new))
         if not edits:
             return None

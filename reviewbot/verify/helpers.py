@@ -11,16 +11,14 @@ small so that growth is exercised too).
 from __future__ import annotations
 
 import ast
-import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes
+from reviewbot.fixes.event_sync import is_helper
+from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes, split_lines
 
-_SHAPE = re.compile(r"non_blocking\s*=\s*True[\s\S]*\.synchronize\(\)[\s\S]*"
-                    r"return\s+[\w.\[\]:]+\.tolist\(\)")
 # The first line of the docstring of the helpers `reviewbot fix` inserts.
 INSERTED_MARK = "Return ``tensor.tolist()``, waiting for this copy only"
 # The value given to size bounds (self.max_num_reqs, ...) on the stand-in ``self``.
@@ -66,12 +64,6 @@ def _text(path: Path) -> str:
         raise VerifyError(f"{path}: {exc}") from None
 
 
-def _is_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, text: str) -> bool:
-    segment = ast.get_source_segment(text, func) or ""
-    params = func.args.posonlyargs + func.args.args
-    return 1 <= len(params) <= 2 and bool(_SHAPE.search(segment))
-
-
 def _state_attributes(func: ast.AST) -> set[str]:
     return {node.attr for node in ast.walk(func) if isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Name) and node.value.id == "self"}
@@ -87,13 +79,14 @@ def find_helpers(files: list[Path], shown: Callable[[Path], str]) -> list[Helper
         except SyntaxError as exc:
             raise VerifyError(f"{shown(path)}: does not parse ({exc.msg}, line {exc.lineno})") \
                 from None
+        lines = split_lines(text)
         found: list[Helper] = []
         scopes: list[tuple[ast.ClassDef | None, list[ast.stmt]]] = [(None, tree.body)]
         scopes += [(node, node.body) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
         for cls, body in scopes:
             for func in body:
                 if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                        or not _is_helper(func, text):
+                        or not is_helper(func, lines, 1 if cls is None else 2):
                     continue
                 source = textwrap.dedent(ast.get_source_segment(text, func) or "")
                 init, state = "", ""
