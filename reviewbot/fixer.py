@@ -201,13 +201,8 @@ class Fixer:
         except UnreadableSource as exc:
             return FileFix(shown, error=f"skipped: {exc}")
         result = self.fix_text(shown, rel, source.text, source.encoding)
+        # Each pass checked its text in the file's encoding, the last one included.
         result.data, result.encoding, result.bom = data, source.encoding, source.bom
-        if result.changed:
-            try:
-                result.new.encode(source.encoding)
-            except UnicodeEncodeError:
-                result.error = (f"the fixed text cannot be written in the file's encoding "
-                                f"({source.encoding}); the file is left as it was")
         return result
 
 
