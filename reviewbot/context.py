@@ -70,6 +70,13 @@ class FileContext:
             raise self._gpu
         return self._gpu
 
+    def release(self) -> None:
+        """Drop what was computed from the file (the findings and facts stay)."""
+        if self._gpu is not None and not isinstance(self._gpu, Exception):
+            self._gpu.release()
+        self.memo.clear()
+        self._gpu = self._ast = self._definitions = self._cst = self._wrapper = None
+
     @property
     def cst_module(self) -> "libcst.Module":
         """LibCST's tree of the file (raises libcst.ParserSyntaxError)."""

@@ -106,17 +106,20 @@ class Checker:
         rules = [r for r in self.rules if r.code not in ignored
                  and (not self.use_triggers or r.applies_to(
                      source.text, self.config.settings.get(r.code, {}), self.packs))]
-        if self._parses(ctx):
-            plain = [r for r in rules if not issubclass(r, CstRule)]
-            cst = [r for r in rules if issubclass(r, CstRule)]
-            for rule_cls in plain:
-                rule = rule_cls(self.config.settings.get(rule_cls.code, {}), ctx)
-                try:
-                    rule.check_file(ctx)
-                except Exception as exc:  # a rule's bug must not stop the run
-                    _crash(ctx, rule_cls, exc)
-            if cst:
-                self._run_cst_rules(ctx, cst)
+        try:
+            if self._parses(ctx):
+                plain = [r for r in rules if not issubclass(r, CstRule)]
+                cst = [r for r in rules if issubclass(r, CstRule)]
+                for rule_cls in plain:
+                    rule = rule_cls(self.config.settings.get(rule_cls.code, {}), ctx)
+                    try:
+                        rule.check_file(ctx)
+                    except Exception as exc:  # a rule's bug must not stop the run
+                        _crash(ctx, rule_cls, exc)
+                if cst:
+                    self._run_cst_rules(ctx, cst)
+        finally:
+            ctx.release()
         findings = [f for f in ctx.findings if f.code not in ignored]
         result.findings = Suppressions.parse(source.text).filter(findings) \
             if findings else []

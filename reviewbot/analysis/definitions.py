@@ -54,45 +54,45 @@ def collect_definitions(tree: ast.Module) -> list[Definition]:
         Definition("module", "<module>", 1, 1, _has_docstring(tree), False, False, False,
                    False, False, False, None)
     ]
-
-    def walk(body: Iterable[ast.stmt], parent: int, prefix: str, in_function: bool,
-             in_class: bool) -> None:
-        for node in body:
-            if isinstance(node, (ast.ClassDef, *_FUNCTION_TYPES)):
-                name = node.name
-                is_function = isinstance(node, _FUNCTION_TYPES)
-                decorators = [_decorator_name(d) for d in node.decorator_list]
-                dunder = name.startswith("__") and name.endswith("__") and len(name) > 4
-                kind = "class" if not is_function else ("method" if in_class else "function")
-                defs.append(
-                    Definition(
-                        kind=kind,
-                        name=prefix + name,
-                        line=node.lineno,
-                        column=node.col_offset + 1,
-                        documented=_has_docstring(node),
-                        private=name.startswith("_") and not dunder,
-                        magic=dunder and name != "__init__",
-                        init=name == "__init__",
-                        nested=in_function,
-                        overload=is_function and any(
-                            d in ("overload", "typing.overload", "typing_extensions.overload")
-                            for d in decorators),
-                        setter=is_function and any(
-                            d.endswith(".setter") or d.endswith(".deleter") for d in decorators),
-                        parent=parent,
-                    )
-                )
-                index = len(defs) - 1
-                walk(node.body, index, prefix + name + ".", in_function or is_function,
-                     not is_function)
-            else:
-                # Definitions under if/try/with/for blocks still belong to this scope.
-                for child_body in _child_bodies(node):
-                    walk(child_body, parent, prefix, in_function, in_class)
-
-    walk(tree.body, 0, "", False, False)
+    _walk(defs, tree.body, 0, "", False, False)
     return defs
+
+
+def _walk(defs: list[Definition], body: Iterable[ast.stmt], parent: int, prefix: str,
+          in_function: bool, in_class: bool) -> None:
+    for node in body:
+        if isinstance(node, (ast.ClassDef, *_FUNCTION_TYPES)):
+            name = node.name
+            is_function = isinstance(node, _FUNCTION_TYPES)
+            decorators = [_decorator_name(d) for d in node.decorator_list]
+            dunder = name.startswith("__") and name.endswith("__") and len(name) > 4
+            kind = "class" if not is_function else ("method" if in_class else "function")
+            defs.append(
+                Definition(
+                    kind=kind,
+                    name=prefix + name,
+                    line=node.lineno,
+                    column=node.col_offset + 1,
+                    documented=_has_docstring(node),
+                    private=name.startswith("_") and not dunder,
+                    magic=dunder and name != "__init__",
+                    init=name == "__init__",
+                    nested=in_function,
+                    overload=is_function and any(
+                        d in ("overload", "typing.overload", "typing_extensions.overload")
+                        for d in decorators),
+                    setter=is_function and any(
+                        d.endswith(".setter") or d.endswith(".deleter") for d in decorators),
+                    parent=parent,
+                )
+            )
+            index = len(defs) - 1
+            _walk(defs, node.body, index, prefix + name + ".",
+                  in_function or is_function, not is_function)
+        else:
+            # Definitions under if/try/with/for blocks still belong to this scope.
+            for child_body in _child_bodies(node):
+                _walk(defs, child_body, parent, prefix, in_function, in_class)
 
 
 def _child_bodies(node: ast.stmt) -> Iterable[list[ast.stmt]]:

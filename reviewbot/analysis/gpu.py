@@ -207,6 +207,16 @@ class GpuAnalysis:
     sites: list[Site]
     hot: dict[str, list[str]]  # function qualname -> the chain of calls that makes it hot
     functions: dict[str, FunctionInfo]
+    classes: list[ClassInfo] = field(default_factory=list, repr=False)
+
+    def release(self) -> None:
+        """Break the class <-> method links, so that the syntax tree is freed at once.
+
+        A class holds its methods and each method its class: left alone, that cycle keeps
+        the whole tree alive until the cyclic garbage collector walks it.
+        """
+        for cls in self.classes:
+            cls.methods.clear()
 
 
 # torch functions that join a sequence of tensors into one.
@@ -218,22 +228,72 @@ _NN_NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter",
 _RETURNS_VALUE = re.compile(r"\breturn[ \t(\[{]*[^\s#;)]")
 
 
-@lru_cache(maxsize=256)
-def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
-    """One regex for the qualified-name patterns, one for the dotless (bare name) ones."""
-    full = [fnmatch.translate(p) for p in patterns]
-    bare = [fnmatch.translate(p) for p in patterns if "." not in p]
-    return (re.compile("|".join(full)) if full else None,
-            re.compile("|".join(bare)) if bare else None)
+class _Patterns:
+    """Qualified-name patterns (fnmatch syntax, case-sensitive) compiled for speed.
+
+    Most pack patterns are a name with one ``*`` at an end (``*.step``, ``test_*``,
+    ``*Linear``, ``*GPU*``): those are string tests. The rest become one regex.
+    """
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.full = _PatternGroup(patterns)
+        # A pattern without a dot is also tried against a qualified name's last part.
+        self.bare = _PatternGroup(tuple(p for p in patterns if "." not in p))
+
+        self.seen: dict[str, bool] = {}  # names repeat across a run: each is tested once
+
+    def matches(self, qualname: str) -> bool:
+        known = self.seen.get(qualname)
+        if known is None:
+            known = self.full.matches(qualname) or (
+                not self.bare.empty and self.bare.matches(qualname.rpartition(".")[2]))
+            if len(self.seen) > 65536:
+                self.seen.clear()
+            self.seen[qualname] = known
+        return known
 
 
-@lru_cache(maxsize=16384)
+class _PatternGroup:
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        exact, prefixes, suffixes, infixes, other = set(), [], [], [], []
+        for pattern in patterns:
+            core = pattern.strip("*")
+            if any(c in core for c in "*?[") or not core:
+                other.append(pattern)
+            elif pattern == core:
+                exact.add(core)
+            elif pattern == core + "*":
+                prefixes.append(core)
+            elif pattern == "*" + core:
+                suffixes.append(core)
+            elif pattern == "*" + core + "*":
+                infixes.append(core)
+            else:  # "**x": several stars are still one "*"
+                other.append(pattern)
+        self.exact = frozenset(exact)
+        self.prefixes = tuple(prefixes)
+        self.suffixes = tuple(suffixes)
+        self.infixes = tuple(infixes)
+        self.regex = re.compile("|".join(fnmatch.translate(p) for p in other)) if other else None
+        self.empty = not patterns
+
+    def matches(self, name: str) -> bool:
+        return (name in self.exact or name.startswith(self.prefixes)
+                or name.endswith(self.suffixes) or any(i in name for i in self.infixes)
+                or (self.regex is not None and self.regex.match(name) is not None))
+
+
+_PATTERNS: dict[int, tuple[tuple[str, ...], _Patterns]] = {}
+
+
 def _matches(qualname: str, patterns: tuple[str, ...]) -> bool:
     """Whether ``qualname`` (or, for a pattern without a dot, its last part) matches."""
-    full, bare = _compiled(patterns)
-    if full is not None and full.match(qualname):
-        return True
-    return bare is not None and bare.match(qualname.rsplit(".", 1)[-1]) is not None
+    cached = _PATTERNS.get(id(patterns))
+    if cached is None or cached[0] is not patterns:
+        if len(_PATTERNS) > 256:
+            _PATTERNS.clear()
+        cached = _PATTERNS[id(patterns)] = (patterns, _Patterns(tuple(patterns)))
+    return cached[1].matches(qualname)
 
 
 def _holds_line(lines: list[int], first: int, last: int | None) -> bool:
@@ -411,12 +471,17 @@ class ModuleAnalyzer:
         self.names = Names(tree)
         self.m_packs_non_cuda = packs.non_cuda_imports
         self.classes: dict[str, ClassInfo] = {}
+        self.all_classes: list[ClassInfo] = []  # with the ones a later class of the same name hides
         self.functions: dict[str, FunctionInfo] = {}
         self._returns: dict[str, Label] = {}
         # function qualname -> parameter -> label, from the module's own call sites
         self.params: dict[str, dict[str, Label]] = {}
         self._mros: dict[str, list[ClassInfo]] = {}
         self._returns_active: set[str] = set()
+        self._cut_short = 0  # return labels that a recursive call left unknown
+        # Functions walked for their sites, and the walks already made with given arguments.
+        self._reporting: set[str] = set()
+        self._report_walks: dict[str, list[tuple[dict[str, Label], FunctionWalker]]] = {}
         self._index(tree.body, None, "")
         for cls in self.classes.values():
             cls.is_module = self._is_module_class(cls)
@@ -430,6 +495,7 @@ class ModuleAnalyzer:
             if isinstance(node, ast.ClassDef):
                 info = ClassInfo(node.name, node, [self.names.qualify(b) or "" for b in node.bases])
                 self.classes.setdefault(node.name, info)
+                self.all_classes.append(info)
                 self._index(node.body, info, prefix + node.name + ".")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 info_f = FunctionInfo(prefix + node.name, node, cls, self.lines)
@@ -616,14 +682,21 @@ class ModuleAnalyzer:
         if key in self._returns:
             return self._returns[key]
         if key in self._returns_active:
+            self._cut_short += 1
             return UNKNOWN_L
         if not _RETURNS_VALUE.search(func.summary.text):  # returns None: no walk needed
             self._returns[key] = UNKNOWN_L
             return UNKNOWN_L
         self._returns_active.add(key)
-        walker = FunctionWalker(self, func, report=False, seed=cuda_args)
+        # A function that is walked for its sites anyway records them now: when its callers
+        # then agree on these same arguments, that walk is not repeated (see analyze()).
+        report = func.qualname in self._reporting
+        cut_short = self._cut_short
+        walker = FunctionWalker(self, func, report=report, seed=cuda_args)
         walker.run()
         self._returns_active.discard(key)
+        if report and self._cut_short == cut_short:  # not cut short by a recursive call
+            self._report_walks.setdefault(func.qualname, []).append((cuda_args, walker))
         labels = walker.returns
         kinds = {label.kind for label in labels}
         result = labels[0] if labels and len(kinds) == 1 else UNKNOWN_L
@@ -635,24 +708,36 @@ class ModuleAnalyzer:
     def non_cuda(self) -> bool:
         """Whether the module imports another accelerator's stack (XLA, Neuron, ...)."""
         prefixes = self.m_packs_non_cuda
-        return any(qual == p or qual.startswith(p + ".")
-                   for qual in self.names.aliases.values() for p in prefixes)
+        if not prefixes:
+            return False
+        exact, dotted = set(prefixes), tuple(p + "." for p in prefixes)
+        return any(qual in exact or qual.startswith(dotted)
+                   for qual in self.names.aliases.values())
 
     def _needing_walk(self, hot: list[FunctionInfo]) -> set[str]:
         """Hot functions that may hold a site, and those that call one (to label its
         parameters)."""
+        callers: dict[str, list[str]] = {}
+        for func in hot:
+            for callee in self.callees(func):
+                callers.setdefault(callee.qualname, []).append(func.qualname)
         needed = {f.qualname for f in hot if f.summary.candidate}
-        changed = True
-        while changed:
-            changed = False
-            for func in hot:
-                if func.qualname not in needed and any(
-                        c.qualname in needed for c in self.callees(func)):
-                    needed.add(func.qualname)
-                    changed = True
+        queue = list(needed)
+        while queue:
+            for caller in callers.get(queue.pop(), ()):
+                if caller not in needed:
+                    needed.add(caller)
+                    queue.append(caller)
         return needed
 
     def analyze(self) -> GpuAnalysis:
+        """Hot paths and sites of the whole module."""
+        try:
+            return self._analyze()
+        finally:
+            self._report_walks.clear()  # each walker refers back to this analyzer
+
+    def _analyze(self) -> GpuAnalysis:
         """Hot paths and sites of the whole module.
 
         Only what can hold a finding is walked: hot functions (RB101-RB105) and functions
@@ -661,7 +746,7 @@ class ModuleAnalyzer:
         by what its callers pass (when every call site agrees) before it is walked.
         """
         if self.non_cuda():
-            return GpuAnalysis([], {}, self.functions)
+            return GpuAnalysis([], {}, self.functions, self.all_classes)
         hot = self.hot_paths()
         lines = sorted(self.non_blocking_lines)
         async_copiers = [f for f in self.functions.values() if lines and f.qualname not in hot
@@ -669,8 +754,9 @@ class ModuleAnalyzer:
         needed = self._needing_walk([self.functions[q] for q in hot])
         relevant = [self.functions[q] for q in hot if q in needed] + async_copiers
         if not relevant:
-            return GpuAnalysis([], hot, self.functions)
+            return GpuAnalysis([], hot, self.functions, self.all_classes)
         self.prepare_classes(relevant)
+        self._reporting = {func.qualname for func in relevant}
         sites: list[Site] = []
         calls: dict[str, dict[str, list[Label]]] = {}
         for func in relevant:  # hot_paths() lists callers before callees
@@ -679,13 +765,16 @@ class ModuleAnalyzer:
                       if all(label.kind == CUDA for label in labels)}
             if params:
                 self.params[func.qualname] = params
-            walker = FunctionWalker(self, func, report=True)
-            walker.run()
+            walker = next((w for seed, w in self._report_walks.get(func.qualname, ())
+                           if seed == params), None)
+            if walker is None:
+                walker = FunctionWalker(self, func, report=True)
+                walker.run()
             sites.extend(walker.sites)
             for callee, labels in walker.call_args:
                 for param, label in labels.items():
                     calls.setdefault(callee, {}).setdefault(param, []).append(label)
-        return GpuAnalysis(sites, hot, self.functions)
+        return GpuAnalysis(sites, hot, self.functions, self.all_classes)
 
 
 class FunctionWalker:

@@ -207,6 +207,14 @@ class EventSyncFixer:
             isinstance(node, ast.Import) and any(a.name == "torch" and a.asname is None
                                                  for a in node.names)
             for node in tree.body)
+        self._writes: dict[int, set[str]] = {}  # id of a class -> the self.x it assigns
+
+    def _self_writes(self, cls: ast.ClassDef) -> set[str]:
+        """The attributes ``cls`` assigns through ``self`` (one walk per class)."""
+        writes = self._writes.get(id(cls))
+        if writes is None:
+            writes = self._writes[id(cls)] = _self_writes(cls)
+        return writes
 
     # What replaces the call -----------------------------------------------------
     def fix(self, call: ast.Call, tensor: ast.expr,
@@ -253,7 +261,7 @@ class EventSyncFixer:
         init = methods.get("__init__")
         if init is None or self.helper in methods:
             return None
-        taken = _self_writes(cls) | set(methods)
+        taken = self._self_writes(cls) | set(methods)
         request = self._request(tensor, func, call, cls, taken)
         event = _free_name("transfer_event", taken)
         body_indent = _indent_of(self.lines, init.body[0].lineno)
@@ -290,7 +298,7 @@ class EventSyncFixer:
             tensor.attr if isinstance(tensor, ast.Attribute) else None
         producer = _producer(func, name, call.lineno) if isinstance(tensor, ast.Name) else None
         dtype, rows = _dtype_and_rows(producer)
-        writes = _self_writes(cls)
+        writes = self._self_writes(cls)
         if name and self.packs is not None and self.packs.size_bounds:
             bound = BoundNames(self.packs).limiting(name, LENGTH)
             spec = self.packs.size_bounds.get(bound) if bound else None
