@@ -105,12 +105,16 @@ _SELF_WRITE = re.compile(r"self\.(\w+)(?:\s*:[^=\n]*)?\s*=(?!=)")
 _SELF_CALL = re.compile(r"(?:self|cls|\))\.(\w+)\s*\(")
 # Text without which a function holds no site: sync calls, data-dependent ops, tests and
 # comparisons (conditions, masks), and non_blocking copies.
-_CANDIDATE = re.compile(
-    r"\.(?:tolist|item|cpu|numpy|to|copy_|synchronize|nonzero|unique|unique_consecutive|"
-    r"masked_select|argwhere|repeat_interleave|bool|any|all|eq|ne|gt|lt|ge|le|isin)\s*\(|"
-    r"\b(?:bool|int|float|where|nonzero|unique|masked_select|argwhere|repeat_interleave|"
-    r"synchronize)\s*\(|\b(?:if|while|assert|and|or)\b|==|!=|<|(?<!-)>|~|logical_|isnan|"
-    r"isinf|non_blocking")
+# (One regex per kind, the commonest first: one alternation of them all is ten times slower.)
+_CANDIDATE_TESTS = (
+    re.compile(r"\b(?:if|while|assert|and|or)\b").search,
+    re.compile(r"==|!=|<|(?<!-)>|~|logical_|isnan|isinf|non_blocking").search,
+    re.compile(r"\.(?:tolist|item|cpu|numpy|to|copy_|synchronize|nonzero|unique|"
+               r"unique_consecutive|masked_select|argwhere|repeat_interleave|bool|any|all|eq|"
+               r"ne|gt|lt|ge|le|isin)\s*\(").search,
+    re.compile(r"\b(?:bool|int|float|where|nonzero|unique|masked_select|argwhere|"
+               r"repeat_interleave|synchronize)\s*\(").search,
+)
 _CLEARS_FLAG = re.compile(r"self\.(\w+)\s*=\s*False\b")
 @dataclass
 class Summary:
@@ -133,7 +137,7 @@ class Summary:
         def search() -> bool:
             body = self.text.split(":", 1)[-1] if self.text.lstrip().startswith(
                 ("def", "async")) else self.text
-            return _CANDIDATE.search(body) is not None
+            return any(test(body) is not None for test in _CANDIDATE_TESTS)
         return self._cached("candidate", search)
 
     @property
@@ -531,17 +535,29 @@ class ModuleAnalyzer:
         """Whether an annotation names ``torch.Tensor`` (or an Optional / union of it)."""
         if annotation is None:
             return False
+        if isinstance(annotation, (ast.Name, ast.Attribute)):
+            return self._names_tensor(_short(annotation))
+        if isinstance(annotation, ast.Subscript):  # Optional[torch.Tensor]
+            head = annotation.value
+            if isinstance(head, ast.Name) and head.id == "Optional" or (
+                    isinstance(head, ast.Attribute) and head.attr == "Optional"):
+                return self._annotated_tensor(annotation.slice)
+            return False
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            return self._annotated_tensor(annotation.left) or \
+                self._annotated_tensor(annotation.right)
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             text = annotation.value
         else:
             text = ast.unparse(annotation)
         stripped = text.replace("Optional[", "").replace("]", "").replace(" ", "")
-        for option in stripped.split("|"):
-            head, _, rest = option.partition(".")
-            full = self.names.aliases.get(head, head) + ("." + rest if rest else "")
-            if full in ("torch.Tensor", "torch.tensor.Tensor"):
-                return True
-        return False
+        return any(self._names_tensor(option) for option in stripped.split("|"))
+
+    def _names_tensor(self, dotted: str) -> bool:
+        """Whether a dotted name (``Tensor``, ``t.Tensor``) is ``torch.Tensor`` here."""
+        head, _, rest = dotted.partition(".")
+        full = self.names.aliases.get(head, head) + ("." + rest if rest else "")
+        return full in ("torch.Tensor", "torch.tensor.Tensor")
 
     def _mro(self, cls: ClassInfo) -> list[ClassInfo]:
         """``cls`` and its base classes defined in this module, nearest first (cached)."""
@@ -816,6 +832,8 @@ class FunctionWalker:
         """Record a site (in the reporting pass, outside sync-allowed blocks)."""
         if not self.report or (self.allowed and code != "RB106"):
             return
+        if label.kind not in (CUDA, UNKNOWN) and code not in ("RB105", "RB106"):
+            return  # a host value or tensor: no rule reports it
         self.sites.append(Site(code, node.lineno, node.col_offset + 1,
                                getattr(node, "end_lineno", None) or node.lineno,
                                (getattr(node, "end_col_offset", None) or node.col_offset) + 1,
@@ -1169,8 +1187,12 @@ class FunctionWalker:
                 receiver = self.label(func.value)
         else:
             method, receiver = "", UNKNOWN_L
-        args = [self.label(a) for a in node.args]
-        kwargs = {k.arg: self.label(k.value) for k in node.keywords}
+        if self.report or self._uses_arguments(func, qual, method):
+            args = [self.label(a) for a in node.args]
+            kwargs = {k.arg: self.label(k.value) for k in node.keywords}
+        else:  # a walk for labels only, of a call whose result does not depend on them
+            args = [UNKNOWN_L] * len(node.args)
+            kwargs = {k.arg: UNKNOWN_L for k in node.keywords}
 
         if qual and qual.startswith("torch.nn.") and "()" not in qual:
             last = qual.rsplit(".", 1)[-1]
@@ -1245,6 +1267,19 @@ class FunctionWalker:
             if _matches(qual, self.m.packs.module_factories) and not method == "to":
                 return Label(MODULE, f"{qual}()")
         return UNKNOWN_L
+
+    def _uses_arguments(self, func: ast.expr, qual: str, method: str) -> bool:
+        """Whether the label of a call depends on its arguments' labels: torch functions,
+        tensor methods that take a device or a source, and this module's own functions
+        (their parameters)."""
+        if qual.startswith("torch.") or method in ("to", "copy_", "repeat_interleave"):
+            return True
+        if isinstance(func, ast.Name):
+            return func.id in self.m.functions
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
+                func.value.id == "self" and self.func.cls is not None:
+            return self.m.method(self.func.cls, func.attr) is not None
+        return False
 
     def _record_call(self, callee: FunctionInfo, node: ast.Call, args: list[Label],
                      kwargs: dict[str, Label], skip_self: bool) -> dict[str, Label]:
@@ -1338,21 +1373,23 @@ class FunctionWalker:
 
     def _tensor_method(self, node: ast.Call, method: str, receiver: Label, args: list[Label],
                        kwargs: dict[str, Label]) -> Label | None:
-        recv = _short(node.func.value)  # type: ignore[attr-defined]
+        def recv() -> str:  # spelled out only for a site: unparsing is not free
+            return _short(node.func.value)  # type: ignore[attr-defined]
+
         non_blocking = _is_true(_kw(node, "non_blocking")) or (
             method in ("to", "copy_") and len(node.args) >= 2 and _is_true(node.args[-1]))
         if method == "tolist":
-            self.site("RB101", node, f"`.tolist()` on `{recv}`", receiver)
+            self.site("RB101", node, f"`.tolist()` on `{recv()}`", receiver)
             return VALUE_L
         if method == "item":
-            self.site("RB102", node, f"`.item()` on `{recv}`", receiver)
+            self.site("RB102", node, f"`.item()` on `{recv()}`", receiver)
             return VALUE_L
         if method == "cpu":
-            self.site("RB103", node, f"`.cpu()` on `{recv}`", receiver)
+            self.site("RB103", node, f"`.cpu()` on `{recv()}`", receiver)
             return Label(CPU, f".cpu() at line {node.lineno}") if receiver.kind != UNKNOWN \
                 else UNKNOWN_L
         if method == "numpy":
-            self.site("RB103", node, f"`.numpy()` on `{recv}`", receiver)
+            self.site("RB103", node, f"`.numpy()` on `{recv()}`", receiver)
             return VALUE_L
         if method == "cuda":
             return Label(CUDA, f"moved with .cuda() at line {node.lineno}")
@@ -1368,7 +1405,7 @@ class FunctionWalker:
                 if receiver.kind == CUDA and non_blocking:
                     self.async_copy_line = node.lineno
                     return Label(CPU, f"non_blocking copy at line {node.lineno}")
-                self.site("RB103", node, f"`.to(...)` of `{recv}` to the CPU without "
+                self.site("RB103", node, f"`.to(...)` of `{recv()}` to the CPU without "
                           "`non_blocking=True`", receiver)
                 return Label(CPU, f"copied to the CPU at line {node.lineno}")
             return receiver
@@ -1385,13 +1422,13 @@ class FunctionWalker:
                             self.pending[key] = node.lineno
                 else:
                     self.site("RB103", node, f"`.copy_()` of `{_short(node.args[0])}` into the "
-                              f"host tensor `{recv}` without `non_blocking=True`", source)
+                              f"host tensor `{recv()}` without `non_blocking=True`", source)
             return receiver
         if receiver.kind == UNKNOWN:
             return None if method not in TENSOR_TO_VALUE_METHODS else VALUE_L
         if method in DATA_DEPENDENT:
             if receiver.kind == CUDA:
-                self.site("RB104", node, f"`.{method}()` on `{recv}` (its output size depends "
+                self.site("RB104", node, f"`.{method}()` on `{recv()}` (its output size depends "
                           "on the data)", receiver)
             return receiver.but(boolean=False)
         if method == "repeat_interleave" and args and args[0].kind == CUDA and \
