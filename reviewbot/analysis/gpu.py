@@ -277,13 +277,14 @@ class _PatternGroup:
         self.exact = frozenset(exact)
         self.prefixes = tuple(prefixes)
         self.suffixes = tuple(suffixes)
-        self.infixes = tuple(infixes)
+        self.infixes = re.compile("|".join(map(re.escape, infixes))).search if infixes else None
         self.regex = re.compile("|".join(fnmatch.translate(p) for p in other)) if other else None
         self.empty = not patterns
 
     def matches(self, name: str) -> bool:
         return (name in self.exact or name.startswith(self.prefixes)
-                or name.endswith(self.suffixes) or any(i in name for i in self.infixes)
+                or name.endswith(self.suffixes)
+                or (self.infixes is not None and self.infixes(name) is not None)
                 or (self.regex is not None and self.regex.match(name) is not None))
 
 
@@ -347,7 +348,8 @@ def _trigger_words(packs: PackData) -> tuple[str, ...]:
         if not chunks:
             return ()  # "*": every file may be hot
         words.add(max(chunks, key=len).strip("."))
-    return tuple(sorted(words))
+    # A word that holds another is found whenever it is (`step` in `train_step`).
+    return tuple(sorted(w for w in words if not any(o != w and o in w for o in words)))
 
 
 class Names:
@@ -469,6 +471,8 @@ class ModuleAnalyzer:
                  non_blocking_lines: Iterable[int] = (), text: str = "") -> None:
         self.tree = tree
         self.lines = text.splitlines()
+        words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
+        self._has_loop_words = not words or any(word in text for word in words)
         # Lines that spell non_blocking: only functions holding one can hold an RB106 site.
         self.non_blocking_lines = tuple(non_blocking_lines)
         self.packs = packs
@@ -621,10 +625,13 @@ class ModuleAnalyzer:
     def loop_calling_a_model(self, func: FunctionInfo) -> str | None:
         """The model a loop of ``func`` calls (a generation or decode loop), or None."""
         patterns = self.packs.loop_callees
+        if not patterns or not self._has_loop_words:
+            return None  # no call of a model in the whole file
         text = func.summary.text
-        if not patterns or ("for " not in text and "while " not in text):
+        if "for " not in text and "while " not in text:
             return None
-        if not any(word in text for word in _loop_words(patterns)):
+        words = _loop_words(patterns)  # () when a pattern has no fixed text to look for
+        if words and not any(word in text for word in words):
             return None  # no call of a model at all: no walk needed
         for node in ast.walk(func.node):
             if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):

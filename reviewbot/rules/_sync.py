@@ -20,6 +20,23 @@ HELPER_NAME = Option(
     (str,), lambda v: None if v.isidentifier() else "expected a Python identifier")
 
 
+_LAST_FILE: list[Any] = [None, None, (False, False)]  # text, packs, their answer
+
+
+def _file_words(text: str, packs: Any) -> tuple[bool, bool]:
+    """Whether the text names torch or CUDA, and an entry point's word (or there are no
+    words to look for). Every RB1xx rule asks this of the same text: answered once."""
+    if _LAST_FILE[0] is text and _LAST_FILE[1] is packs:
+        return _LAST_FILE[2]
+    torch_text = "torch" in text or "cuda" in text
+    hot_text = False
+    if torch_text and packs is not None:
+        words = trigger_words(packs)
+        hot_text = not words or any(word in text for word in words)
+    _LAST_FILE[:] = [text, packs, (torch_text, hot_text)]
+    return torch_text, hot_text
+
+
 class SyncRule(Rule):
     """A rule that reports the analysis's sites of its own code."""
 
@@ -34,14 +51,12 @@ class SyncRule(Rule):
     @classmethod
     def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
         """A site needs its sync word, and (for hot-only rules) an entry point's name."""
-        if "torch" not in text and "cuda" not in text:
+        torch_text, hot_text = _file_words(text, packs)
+        if not torch_text:
             return False
         if cls.sync_words and not any(word in text for word in cls.sync_words):
             return False
-        if not cls.hot_only or packs is None:
-            return True
-        words = trigger_words(packs)
-        return not words or any(word in text for word in words)
+        return hot_text or not cls.hot_only or packs is None
 
     def check_file(self, ctx: FileContext) -> None:
         """Report this rule's sites in the file."""
