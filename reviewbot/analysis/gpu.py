@@ -243,7 +243,6 @@ class _Patterns:
         self.full = _PatternGroup(patterns)
         # A pattern without a dot is also tried against a qualified name's last part.
         self.bare = _PatternGroup(tuple(p for p in patterns if "." not in p))
-
         self.seen: dict[str, bool] = {}  # names repeat across a run: each is tested once
 
     def matches(self, qualname: str) -> bool:
