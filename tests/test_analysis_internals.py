@@ -50,6 +50,38 @@ def test_pack_patterns_match_as_documented():
     assert not gpu._matches("draft_model", pats)
 
 
+# The text tests as first written: clear, but slow to scan (a leading \b or alternation).
+REFERENCE_CANDIDATE = (
+    r"\b(?:if|while|assert|and|or)\b",
+    r"==|!=|<|(?<!-)>|~|logical_|isnan|isinf|non_blocking",
+    r"\.(?:tolist|item|cpu|numpy|to|copy_|synchronize|nonzero|unique|unique_consecutive|"
+    r"masked_select|argwhere|repeat_interleave|bool|any|all|eq|ne|gt|lt|ge|le|isin)\s*\(",
+    r"\b(?:bool|int|float|where|nonzero|unique|masked_select|argwhere|repeat_interleave|"
+    r"synchronize)\s*\(",
+)
+REFERENCE_SELF_CALL = r"(?:self|cls|\))\.(\w+)\s*\("
+REFERENCE_RETURNS_VALUE = r"\breturn[ \t(\[{]*[^\s#;)]"
+
+# Source-like text built from the pieces those tests look for, and their near misses.
+source_text = st.lists(st.sampled_from([
+    "if", "elif", "diff", "while", "assert", "and", "or", "for", "tensor", "band", "x", " ",
+    "\n", ".", "(", ")", "=", "==", "!=", "<", ">", "->", "-", "~", "int", "print", "bool",
+    "where", "self", "cls", "myself", "tolist", "item", "sync", "synchronize", "return",
+    "returns", "_", "[", "#", ";", "non_blocking", "isnan", "float", "u", "nique"]),
+    max_size=12).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(source_text)
+def test_fast_text_tests_agree_with_the_plain_regexes(text):
+    import re
+
+    reference = any(re.search(pattern, text) for pattern in REFERENCE_CANDIDATE)
+    assert any(test(text) is not None for test in gpu._CANDIDATE_TESTS) == reference
+    assert gpu._SELF_CALL.findall(text) == re.findall(REFERENCE_SELF_CALL, text)
+    assert bool(gpu._RETURNS_VALUE.search(text)) == bool(re.search(REFERENCE_RETURNS_VALUE, text))
+
+
 TWO_LEVELS = """
 import torch
 
