@@ -137,3 +137,44 @@ def test_a_checked_file_leaves_no_reference_cycles():
     finally:
         if was_enabled:
             gc.enable()
+
+
+SELF_WRITES = """
+class Runner:
+    def __init__(self, cfg):
+        self.a = 1
+        self.b, (self.c, *self.d) = cfg
+        self.e: int = 2
+        self.f += 1
+        other.g = 3
+        self.h.i = 4
+        for self.j in range(3):
+            pass
+        with open(cfg) as self.k:
+            pass
+        try:
+            self.l = 5
+        except OSError:
+            self.m = 6
+        finally:
+            self.n = 7
+        match cfg:
+            case 1:
+                self.o = 8
+
+    def step(self):
+        def inner():
+            self.p = 9
+        print(self.q)
+        self.r[0] = 1
+"""
+
+
+def test_self_writes_of_a_class_are_every_assigned_attribute():
+    from reviewbot.fixes.event_sync import _self_writes
+
+    cls = ast.parse(SELF_WRITES).body[0]
+    reference = {node.attr for node in ast.walk(cls)
+                 if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                 and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    assert _self_writes(cls) == reference == set("abcdefjklmnop")

@@ -144,9 +144,34 @@ def is_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str],
 
 
 def _self_writes(cls: ast.ClassDef) -> set[str]:
-    return {node.attr for node in ast.walk(cls)
-            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-            and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    """The attributes assigned as ``self.x`` anywhere in ``cls``.
+
+    Only statements are visited (assignment, loop and ``with`` targets): the expressions
+    inside them, most of a class's nodes, cannot assign an attribute.
+    """
+    writes: set[str] = set()
+    stack: list[ast.AST] = list(cls.body)
+    while stack:
+        node = stack.pop()
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            targets = [node.target]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            targets = [item.optional_vars for item in node.items if item.optional_vars]
+        while targets:
+            target = targets.pop()
+            if isinstance(target, (ast.Tuple, ast.List)):
+                targets.extend(target.elts)
+            elif isinstance(target, ast.Starred):
+                targets.append(target.value)
+            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                    and target.value.id == "self":
+                writes.add(target.attr)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, field, None) or ())
+    return writes
 
 
 def _free_name(base: str, taken: set[str]) -> str:
