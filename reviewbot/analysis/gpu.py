@@ -175,6 +175,24 @@ class Summary:
         return cls(text)
 
 
+class Source:
+    """A module's text, split into lines only when a function's text is first asked for
+    (most functions of a module without a hot path never are)."""
+
+    __slots__ = ("text", "_lines")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._lines: list[str] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        """The lines of the text."""
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        return self._lines
+
+
 @dataclass(eq=False)
 class FunctionInfo:
     """A function or method of the module."""
@@ -182,7 +200,7 @@ class FunctionInfo:
     qualname: str
     node: ast.FunctionDef | ast.AsyncFunctionDef
     cls: "ClassInfo | None"
-    lines: list[str] = field(default_factory=list, repr=False)  # the module's source lines
+    source: "Source | None" = field(default=None, repr=False)  # the module's text
     _summary: "Summary | None" = None
 
     @property
@@ -190,7 +208,8 @@ class FunctionInfo:
         """Calls and ``self.`` attributes read and written, from the source text."""
         if self._summary is None:
             end = self.node.end_lineno or self.node.lineno
-            self._summary = Summary.of("\n".join(self.lines[self.node.lineno - 1:end]))
+            lines = self.source.lines if self.source is not None else []
+            self._summary = Summary.of("\n".join(lines[self.node.lineno - 1:end]))
         return self._summary
 
     @property
@@ -404,7 +423,11 @@ class Names:
         if not isinstance(expr, ast.Name):
             return None
         head = self.aliases.get(expr.id, expr.id)
-        return ".".join([head, *reversed(parts)])
+        if not parts:
+            return head
+        parts.append(head)
+        parts.reverse()
+        return ".".join(parts)
 
 
 def _root_key(expr: ast.expr) -> str | None:
@@ -477,11 +500,12 @@ class ModuleAnalyzer:
     def __init__(self, tree: ast.Module, packs: PackData,
                  non_blocking_lines: Iterable[int] = (), text: str = "") -> None:
         self.tree = tree
-        self.lines = text.splitlines()
+        self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
         # Lines that spell non_blocking: only functions holding one can hold an RB106 site.
         self.non_blocking_lines = tuple(non_blocking_lines)
+        self._callees: dict[str, list[FunctionInfo]] = {}
         self.packs = packs
         self.names = Names(tree)
         self.m_packs_non_cuda = packs.non_cuda_imports
@@ -513,7 +537,7 @@ class ModuleAnalyzer:
                 self.all_classes.append(info)
                 self._index(node.body, info, prefix + node.name + ".")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                info_f = FunctionInfo(prefix + node.name, node, cls, self.lines)
+                info_f = FunctionInfo(prefix + node.name, node, cls, self.source)
                 self.functions[info_f.qualname] = info_f
                 if cls is not None:
                     cls.methods.setdefault(node.name, info_f)
@@ -605,8 +629,14 @@ class ModuleAnalyzer:
         return func.cls is not None and func.cls.is_module and \
             func.name in self.packs.module_entry_points
 
-    def callees(self, func: FunctionInfo) -> Iterator[FunctionInfo]:
+    def callees(self, func: FunctionInfo) -> list[FunctionInfo]:
         """Functions of this module that ``func`` calls (directly or through ``self``)."""
+        found = self._callees.get(func.qualname)
+        if found is None:
+            found = self._callees[func.qualname] = list(self._find_callees(func))
+        return found
+
+    def _find_callees(self, func: FunctionInfo) -> Iterator[FunctionInfo]:
         if func.cls is not None:
             for name in sorted(func.summary.self_called):
                 callee = self.method(func.cls, name)
@@ -1463,6 +1493,9 @@ class FunctionWalker:
 
 def analyze(tree: ast.Module, packs: PackData, text: str = "") -> GpuAnalysis:
     """The :class:`GpuAnalysis` of a module (``text``: its source, to find RB106 candidates)."""
-    lines = [number for number, line in enumerate(text.splitlines(), start=1)
-             if "non_blocking" in line] if "non_blocking" in text else []
-    return ModuleAnalyzer(tree, packs, lines, text).analyze()
+    analyzer = ModuleAnalyzer(tree, packs, (), text)
+    if "non_blocking" in text:
+        analyzer.non_blocking_lines = tuple(
+            number for number, line in enumerate(analyzer.source.lines, start=1)
+            if "non_blocking" in line)
+    return analyzer.analyze()
