@@ -964,9 +964,10 @@ class FunctionWalker:
             label = self.label(node.value)
             for target in node.targets:
                 self.bind(target, label, node.value)
-                key = _root_key(target)
-                if self.async_copy_line is not None and key:
-                    self.pending[key] = self.async_copy_line
+                if self.async_copy_line is not None:
+                    key = _root_key(target)
+                    if key:
+                        self.pending[key] = self.async_copy_line
         elif isinstance(node, ast.AnnAssign):
             if node.value is not None:
                 self.bind(node.target, self.label(node.value), node.value)
@@ -1420,8 +1421,9 @@ class FunctionWalker:
         def recv() -> str:  # spelled out only for a site: unparsing is not free
             return _short(node.func.value)  # type: ignore[attr-defined]
 
-        non_blocking = _is_true(_kw(node, "non_blocking")) or (
-            method in ("to", "copy_") and len(node.args) >= 2 and _is_true(node.args[-1]))
+        non_blocking = (method == "to" or method == "copy_") and (
+            _is_true(_kw(node, "non_blocking"))
+            or (len(node.args) >= 2 and _is_true(node.args[-1])))
         if method == "tolist":
             self.site("RB101", node, f"`.tolist()` on `{recv()}`", receiver)
             return VALUE_L
