@@ -916,21 +916,26 @@ class FunctionWalker:
 
         ``host_in_first``: names the first block knows are not on the GPU (``if not
         t.is_cuda:``)."""
-        before = dict(self.env)
+        before = self.env  # never written from here on: each block gets its own copy
         results = []
         for index, body in enumerate(bodies):
+            checked = host_in_first if index == 0 else ()
+            if not body and not checked:
+                results.append(before)  # an empty block (no else): the state before
+                continue
             self.env = dict(before)
-            if index == 0:
-                for name in host_in_first:
-                    self.env[name] = Label(CPU, f"checked `not {name}.is_cuda`")
+            for name in checked:
+                self.env[name] = Label(CPU, f"checked `not {name}.is_cuda`")
             self.block(body)
             results.append(self.env)
-        merged = dict(results[0])
+        merged = results[0]
         for env in results[1:]:
             for name in merged.keys() | env.keys():
                 first, other = merged.get(name), env.get(name)
                 if first is other:
                     continue  # the common case: untouched in both branches
+                if merged is before:
+                    merged = dict(before)
                 fallback = before.get(name, UNKNOWN_L)
                 merged[name] = merge([first or fallback, other or fallback])
         self.env = merged
