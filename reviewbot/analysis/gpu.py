@@ -1176,9 +1176,7 @@ class FunctionWalker:
             if node.attr == "device" and cls.on_cuda:
                 return Label(DEV_CUDA, f"the device of {cls.name}")
             return UNKNOWN_L
-        qual = self.m.names.qualify(node)
-        if qual and qual.startswith("torch.") and qual.count(".") >= 1 and \
-                not isinstance(base_node, ast.Call) and qual.split(".")[0] == "torch":
+        if not isinstance(base_node, ast.Call) and self._under_torch(node):
             return VALUE_L  # torch.float16, torch.cuda, ...
         base = self.label(base_node)
         if node.attr in VALUE_ATTRIBUTES:
@@ -1194,6 +1192,17 @@ class FunctionWalker:
         if base.kind == MODULE:
             return base  # a submodule or a bound method of a module
         return UNKNOWN_L
+
+    def _under_torch(self, node: ast.Attribute) -> bool:
+        """Whether an attribute chain names something in the torch package."""
+        root: ast.expr = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name):  # the common case, without building the name
+            head = self.m.names.aliases.get(root.id, root.id)
+            return head == "torch" or head.startswith("torch.")
+        qual = self.m.names.qualify(node)
+        return bool(qual) and qual.split(".")[0] == "torch"
 
     def _subscript(self, node: ast.Subscript, write: bool) -> Label:
         base = self.label(node.value, write=write)
