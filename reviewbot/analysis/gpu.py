@@ -256,6 +256,11 @@ _JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack",
 # Classes under torch.nn that are not modules (a Parameter is a tensor).
 _NN_NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter",
                              "UninitializedBuffer", "ParameterList", "ParameterDict"})
+# Builtins whose result is a host value (never a tensor).
+_VALUE_BUILTINS = frozenset({
+    "list", "tuple", "dict", "set", "str", "sum", "min", "max", "range", "enumerate", "zip",
+    "sorted", "abs", "round", "bool", "int", "float", "len", "isinstance", "hasattr",
+    "getattr", "id", "repr", "print", "format"})
 _RETURNS_VALUE = re.compile(r"return(?<=\breturn)[ \t(\[{]*[^\s#;)]")
 
 
@@ -1253,25 +1258,20 @@ class FunctionWalker:
             args = [UNKNOWN_L] * len(node.args)
             kwargs = {k.arg: UNKNOWN_L for k in node.keywords}
 
-        if qual and qual.startswith("torch.nn.") and "()" not in qual:
-            last = qual.rsplit(".", 1)[-1]
-            if last[:1].isupper() and last not in _NN_NOT_MODULES:  # nn.Linear(...)
-                return Label(MODULE, f"{last}() (an nn.Module)")
-        if qual.startswith("torch.") and ("()" not in qual or qual.endswith(").synchronize")):
-            return self._torch_call(node, qual, args, kwargs)
-        if qual.startswith(("numpy.", "math.")) or qual in ("list", "tuple", "dict", "set",
-                                                             "str", "sum", "min", "max",
-                                                             "range", "enumerate", "zip",
-                                                             "sorted", "abs", "round"):
+        if qual.startswith("torch."):
+            if qual.startswith("torch.nn.") and "()" not in qual:
+                last = qual.rsplit(".", 1)[-1]
+                if last[:1].isupper() and last not in _NN_NOT_MODULES:  # nn.Linear(...)
+                    return Label(MODULE, f"{last}() (an nn.Module)")
+            if "()" not in qual or qual.endswith(").synchronize"):
+                return self._torch_call(node, qual, args, kwargs)
+        if qual in _VALUE_BUILTINS or qual.startswith(("numpy.", "math.")):
             if qual in ("list", "tuple", "sorted") and node.args:
                 self._check_pending_read(node.args[0], read=True)
-            return VALUE_L
-        if qual in ("bool", "int", "float") and len(node.args) == 1 and args[0].kind == CUDA:
-            self.site("RB104", node, f"`{qual}()` of the CUDA tensor `{_short(node.args[0])}`",
-                      args[0])
-            return VALUE_L
-        if qual in ("bool", "int", "float", "len", "isinstance", "hasattr", "getattr", "id",
-                    "repr", "print", "format"):
+            if qual in ("bool", "int", "float") and len(node.args) == 1 and \
+                    args[0].kind == CUDA:
+                self.site("RB104", node, f"`{qual}()` of the CUDA tensor "
+                          f"`{_short(node.args[0])}`", args[0])
             return VALUE_L
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
                 func.value.id == "self" and self.func.cls is not None:
