@@ -348,7 +348,8 @@ def _loop_words(patterns: tuple[str, ...]) -> tuple[str, ...]:
         if not chunks:
             return ()
         words.add(chunks[-1] + "(" if last.endswith(chunks[-1]) else max(chunks, key=len))
-    return tuple(sorted(words))
+    # A word that holds another is found whenever it is (`_model(` holds `model(`).
+    return tuple(sorted(w for w in words if not any(o != w and o in w for o in words)))
 
 
 _TRIGGER_WORDS: dict[int, tuple[PackData, tuple[str, ...]]] = {}

@@ -21,6 +21,7 @@ HELPER_NAME = Option(
 
 
 _LAST_FILE: list[Any] = [None, None, (False, False)]  # text, packs, their answer
+_LAST_WORD: list[str] = [""]  # the entry-point word that the last hot file spelled
 
 
 def _file_words(text: str, packs: Any) -> tuple[bool, bool]:
@@ -32,7 +33,16 @@ def _file_words(text: str, packs: Any) -> tuple[bool, bool]:
     hot_text = False
     if torch_text and packs is not None:
         words = trigger_words(packs)
-        hot_text = not words or any(word in text for word in words)
+        # The word found last is tried first: a project's files share their vocabulary.
+        last = _LAST_WORD[0]
+        if not words or (last in words and last in text):
+            hot_text = True
+        else:
+            for word in words:
+                if word in text:
+                    _LAST_WORD[0] = word
+                    hot_text = True
+                    break
     _LAST_FILE[:] = [text, packs, (torch_text, hot_text)]
     return torch_text, hot_text
 
