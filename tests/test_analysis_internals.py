@@ -177,4 +177,6 @@ def test_self_writes_of_a_class_are_every_assigned_attribute():
     reference = {node.attr for node in ast.walk(cls)
                  if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
                  and isinstance(node.value, ast.Name) and node.value.id == "self"}
+    before = ast.dump(cls)
     assert _self_writes(cls) == reference == set("abcdefjklmnop")
+    assert ast.dump(cls) == before  # the tree is read, never changed

@@ -155,7 +155,7 @@ def _self_writes(cls: ast.ClassDef) -> set[str]:
         node = stack.pop()
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
-            targets = node.targets
+            targets = list(node.targets)  # a copy: the tree is not ours to change
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
             targets = [node.target]
         elif isinstance(node, (ast.With, ast.AsyncWith)):
