@@ -504,12 +504,17 @@ class ModuleAnalyzer:
     """Builds the :class:`GpuAnalysis` of one module."""
 
     def __init__(self, tree: ast.Module, packs: PackData,
-                 non_blocking_lines: Iterable[int] = (), text: str = "") -> None:
+                 non_blocking_lines: Iterable[int] | None = None, text: str = "") -> None:
         self.tree = tree
         self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
-        # Lines that spell non_blocking: only functions holding one can hold an RB106 site.
+        # Lines that spell non_blocking: only functions holding one can hold an RB106 site
+        # (None: find them in the text).
+        if non_blocking_lines is None:
+            non_blocking_lines = [
+                number for number, line in enumerate(self.source.lines, start=1)
+                if "non_blocking" in line] if "non_blocking" in text else []
         self.non_blocking_lines = tuple(non_blocking_lines)
         self._callees: dict[str, list[FunctionInfo]] = {}
         self.packs = packs
@@ -1510,9 +1515,4 @@ class FunctionWalker:
 
 def analyze(tree: ast.Module, packs: PackData, text: str = "") -> GpuAnalysis:
     """The :class:`GpuAnalysis` of a module (``text``: its source, to find RB106 candidates)."""
-    analyzer = ModuleAnalyzer(tree, packs, (), text)
-    if "non_blocking" in text:
-        analyzer.non_blocking_lines = tuple(
-            number for number, line in enumerate(analyzer.source.lines, start=1)
-            if "non_blocking" in line)
-    return analyzer.analyze()
+    return ModuleAnalyzer(tree, packs, text=text).analyze()
