@@ -180,3 +180,44 @@ def test_self_writes_of_a_class_are_every_assigned_attribute():
     before = ast.dump(cls)
     assert _self_writes(cls) == reference == set("abcdefjklmnop")
     assert ast.dump(cls) == before  # the tree is read, never changed
+
+
+loop_patterns = st.lists(st.text(alphabet="ab_.*", min_size=1, max_size=6), min_size=1,
+                         max_size=4).map(tuple)
+callee_names = st.text(alphabet="ab_", min_size=1, max_size=6)
+
+
+@settings(max_examples=800, deadline=None)
+@given(loop_patterns, callee_names)
+def test_every_call_of_a_loop_callee_spells_one_of_its_words(pats, name):
+    words = gpu._loop_words(pats)
+    if any(fnmatch.fnmatchcase(name, p.rsplit(".", 1)[-1]) for p in pats):
+        # () means "no fixed text": every function must then be walked.
+        assert words == () or any(word in f"x.{name}(y)" for word in words)
+    assert all(o == w or o not in w for w in words for o in words)  # none holds another
+
+
+def test_loop_words_keep_only_the_shortest_spelling():
+    assert gpu._loop_words(("model", "self.model", "*.model", "self.*_model")) == ("model(",)
+    assert gpu._loop_words(("*.draft_*", "*.model")) == ("draft_", "model(")
+    assert gpu._loop_words(("*.model", "*")) == ()  # a bare star calls anything
+
+
+ENGINE_PACKS = load_packs(("pytorch", "inference-engines"), Path("."), None)
+WORDS = gpu.trigger_words(ENGINE_PACKS)
+file_texts = st.lists(st.sampled_from([*WORDS, "torch", "import torch\n", "cuda", "x", " ",
+                                        "execute", "_model", "for", "(", "forwar"]),
+                      max_size=8).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(file_texts, min_size=1, max_size=6))
+def test_the_file_gate_answers_each_text_alone(texts):
+    """The word that opened the last file is tried first; the answer must still be the
+    plain one for every file of a run, whatever came before."""
+    from reviewbot.rules import _sync
+
+    for text in texts:
+        torch_text, hot_text = _sync._file_words(text, ENGINE_PACKS)
+        assert torch_text == ("torch" in text or "cuda" in text)
+        assert hot_text == (torch_text and any(word in text for word in WORDS))
