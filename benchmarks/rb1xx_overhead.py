@@ -26,6 +26,7 @@ results/rb1xx-overhead-instructions.{json,md}.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -150,6 +151,15 @@ def count_instructions(tree: Path, config: Path) -> int:
     return 0
 
 
+def compile_reviewbot() -> None:
+    """Write reviewbot's bytecode, as installing it does: else a run with
+    PYTHONDONTWRITEBYTECODE set compiles every module it imports, every time."""
+    command = [sys.executable, "-c", "import pathlib, reviewbot; "
+               "print(pathlib.Path(reviewbot.__file__).parent)"]
+    package = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    compileall.compile_dir(package.strip(), quiet=1)
+
+
 def main() -> int:
     """Run the rounds, print and save the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -171,6 +181,7 @@ def main() -> int:
         return 2
     config = tree.parent / "reviewbot-defaults.yml"
     config.write_text("# reviewbot's defaults\n")
+    compile_reviewbot()
     if args.instructions:
         try:
             return count_instructions(tree, config)

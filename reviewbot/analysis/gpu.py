@@ -670,17 +670,22 @@ class ModuleAnalyzer:
         return bool(cleared) and any(re.search(rf"\bif\s+self\.{flag}\b", caller.summary.text)
                                      for flag in cleared)
 
+    def _may_call_a_model_in_a_loop(self, func: FunctionInfo) -> bool:
+        """Whether ``func``'s text has a loop and a model's call (else no walk is needed)."""
+        patterns = self.packs.loop_callees
+        if not patterns or not self._has_loop_words:
+            return False  # no call of a model in the whole file
+        text = func.summary.text
+        if "for " not in text and "while " not in text:
+            return False
+        words = _loop_words(patterns)  # () when a pattern has no fixed text to look for
+        return not words or any(word in text for word in words)
+
     def loop_calling_a_model(self, func: FunctionInfo) -> str | None:
         """The model a loop of ``func`` calls (a generation or decode loop), or None."""
         patterns = self.packs.loop_callees
-        if not patterns or not self._has_loop_words:
-            return None  # no call of a model in the whole file
-        text = func.summary.text
-        if "for " not in text and "while " not in text:
+        if not self._may_call_a_model_in_a_loop(func):
             return None
-        words = _loop_words(patterns)  # () when a pattern has no fixed text to look for
-        if words and not any(word in text for word in words):
-            return None  # no call of a model at all: no walk needed
         for node in ast.walk(func.node):
             if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 continue
@@ -696,12 +701,12 @@ class ModuleAnalyzer:
         chains: dict[str, list[str]] = {}
         queue: list[FunctionInfo] = []
         for func in self.functions.values():
-            if self.is_startup(func):
-                continue
+            # Most functions are neither: the start-up test waits until one is.
             if self.is_entry(func):
-                chains[func.qualname] = [func.name]
-                queue.append(func)
-            else:
+                if not self.is_startup(func):
+                    chains[func.qualname] = [func.name]
+                    queue.append(func)
+            elif self._may_call_a_model_in_a_loop(func) and not self.is_startup(func):
                 callee = self.loop_calling_a_model(func)
                 if callee is not None:
                     chains[func.qualname] = [f"{func.name} (a loop calling {callee})"]

@@ -62,11 +62,9 @@ class SyncRule(Rule):
     def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
         """A site needs its sync word, and (for hot-only rules) an entry point's name."""
         torch_text, hot_text = _file_words(text, packs)
-        if not torch_text:
+        if not torch_text or not (hot_text or not cls.hot_only or packs is None):
             return False
-        if cls.sync_words and not any(word in text for word in cls.sync_words):
-            return False
-        return hot_text or not cls.hot_only or packs is None
+        return not cls.sync_words or any(word in text for word in cls.sync_words)
 
     def check_file(self, ctx: FileContext) -> None:
         """Report this rule's sites in the file."""
