@@ -23,7 +23,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from reviewbot.packs import PackData
 
@@ -32,9 +32,12 @@ DEV_CUDA, DEV_CPU, STREAM, EVENT, MODULE = "device:cuda", "device:cpu", "stream"
 MAX_HOT_DEPTH = 6
 
 
-@dataclass(frozen=True)
-class Label:
-    """What an expression holds, and why we believe it."""
+class Label(NamedTuple):
+    """What an expression holds, and why we believe it.
+
+    A named tuple: the walks make one for nearly every expression, and a tuple is built
+    faster than a frozen dataclass and carries no instance dict.
+    """
 
     kind: str
     why: str = ""
