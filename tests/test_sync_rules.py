@@ -385,3 +385,25 @@ def test_a_loop_that_calls_a_model_is_hot(tmp_path):
     (finding,) = findings(tmp_path, source, RB102)
     assert finding.line == 9
     assert "hot path generate (a loop calling model)" in finding.message
+
+
+def test_a_start_up_loop_that_calls_a_model_is_not_hot(tmp_path):
+    source = """
+    import torch
+
+    class Runner:
+        def __init__(self):
+            self.model = torch.nn.Linear(4, 4)
+
+        def _dummy_run(self, input_ids, steps):
+            for _ in range(steps):
+                logits = self.model(input_ids)
+                print(logits.argmax(-1).item())
+
+        def decode_loop(self, input_ids, steps):
+            for _ in range(steps):
+                logits = self.model(input_ids)
+                print(logits.argmax(-1).item())
+    """
+    (finding,) = findings(tmp_path, source, RB102)  # the same loop, outside start-up code
+    assert finding.line == 16 and "decode_loop (a loop calling self.model)" in finding.message
