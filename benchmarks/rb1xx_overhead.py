@@ -154,10 +154,11 @@ def count_instructions(tree: Path, config: Path) -> int:
 def compile_reviewbot() -> None:
     """Write reviewbot's bytecode, as installing it does: else a run with
     PYTHONDONTWRITEBYTECODE set compiles every module it imports, every time."""
-    command = [sys.executable, "-c", "import pathlib, reviewbot; "
+    command = [sys.executable, "-P", "-c", "import pathlib, reviewbot; "
                "print(pathlib.Path(reviewbot.__file__).parent)"]
-    package = subprocess.run(command, capture_output=True, text=True, check=True).stdout
-    compileall.compile_dir(package.strip(), quiet=1)
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0 or not compileall.compile_dir(proc.stdout.strip(), quiet=1):
+        raise BenchError(f"cannot import and compile reviewbot with {sys.executable}")
 
 
 def main() -> int:
@@ -181,7 +182,11 @@ def main() -> int:
         return 2
     config = tree.parent / "reviewbot-defaults.yml"
     config.write_text("# reviewbot's defaults\n")
-    compile_reviewbot()
+    try:
+        compile_reviewbot()
+    except BenchError as exc:
+        print(f"rb1xx_overhead.py: error: {exc}", file=sys.stderr)
+        return 2
     if args.instructions:
         try:
             return count_instructions(tree, config)

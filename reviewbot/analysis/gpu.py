@@ -685,10 +685,9 @@ class ModuleAnalyzer:
         return not words or any(word in text for word in words)
 
     def loop_calling_a_model(self, func: FunctionInfo) -> str | None:
-        """The model a loop of ``func`` calls (a generation or decode loop), or None."""
+        """The model a loop of ``func`` calls (a generation or decode loop), or None.
+        Only asked of functions that :meth:`_may_call_a_model_in_a_loop`."""
         patterns = self.packs.loop_callees
-        if not self._may_call_a_model_in_a_loop(func):
-            return None
         for node in ast.walk(func.node):
             if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 continue
