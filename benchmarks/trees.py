@@ -1,7 +1,8 @@
-"""Real trees for the benchmarks: a vLLM wheel's Python files, downloaded once.
+"""Real trees for the benchmarks: an engine wheel's Python files, downloaded once.
 
-`pip download --no-deps --only-binary :all: vllm==VERSION` into benchmarks/data/wheel,
-then only its `*.py` files unpacked into benchmarks/data/vllm-VERSION (git-ignored).
+`pip download --no-deps --only-binary :all: PACKAGE==VERSION` into benchmarks/data/wheel,
+then only its `*.py` files unpacked into benchmarks/data/PACKAGE-VERSION (git-ignored).
+PACKAGE is `vllm` unless given (`sglang` for SGLang).
 """
 
 from __future__ import annotations
@@ -25,19 +26,19 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def download_wheel(version: str) -> Path:
-    """The vLLM wheel, downloaded with pip unless it is already there."""
-    existing = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
+def download_wheel(version: str, package: str = "vllm") -> Path:
+    """The package's wheel, downloaded with pip unless it is already there."""
+    existing = sorted(WHEELS.glob(f"{package}-{version}-*.whl"))
     if existing:
         return existing[0]
     WHEELS.mkdir(parents=True, exist_ok=True)
-    print(f"downloading vllm=={version} (a few hundred MB) ...", flush=True)
+    print(f"downloading {package}=={version} (up to a few hundred MB) ...", flush=True)
     proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
-                           "--only-binary", ":all:", f"vllm=={version}", "-d", str(WHEELS)],
+                           "--only-binary", ":all:", f"{package}=={version}", "-d", str(WHEELS)],
                           capture_output=True, text=True)
-    existing = sorted(WHEELS.glob(f"vllm-{version}-*.whl"))
+    existing = sorted(WHEELS.glob(f"{package}-{version}-*.whl"))
     if proc.returncode != 0 or not existing:
-        raise BenchError(f"could not download vllm=={version} "
+        raise BenchError(f"could not download {package}=={version} "
                          f"(pip exited {proc.returncode}: {_last_line(proc.stderr)})")
     return existing[0]
 
@@ -59,9 +60,9 @@ def extract_sources(wheel: Path, target: Path) -> None:
     staging.rename(target)
 
 
-def tree_for(version: str) -> Path:
-    """The folder holding the Python files of the vLLM ``version`` wheel."""
-    tree = DATA / f"vllm-{version}"
+def tree_for(version: str, package: str = "vllm") -> Path:
+    """The folder holding the Python files of the ``package`` ``version`` wheel."""
+    tree = DATA / f"{package}-{version}"
     if not tree.is_dir():
-        extract_sources(download_wheel(version), tree)
+        extract_sources(download_wheel(version, package), tree)
     return tree
