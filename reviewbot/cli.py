@@ -140,6 +140,14 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--device", choices=("cuda", "cpu"), default=None,
                         help=argparse.SUPPRESS)
 
+    explain = sub.add_parser(
+        "explain", help="say why the analysis labels a line's expressions as it does",
+        description="For FILE:LINE, print each expression's device label and its evidence, "
+                    "and whether the enclosing function is hot, through which chain of calls "
+                    "(across modules).")
+    explain.add_argument("target", metavar="FILE:LINE")
+    _add_run_options(explain)
+
     rules = sub.add_parser("rules", help="list the rules, or show one rule's documentation",
                            description="List every rule, or print one rule's documentation.")
     rules.add_argument("rule", nargs="?", metavar="CODE", help="a rule code or name")
@@ -242,6 +250,17 @@ class _Run:
     paths: list[str]
     cwd: Path
     cache: Any
+    project_root: Path | None = None
+    project_files: list[Path] | None = None
+    index_cache: Any = None
+
+    def engine(self, jobs: int | None, progress: Any = None) -> Any:
+        """An engine for these files, with the project index when there is one."""
+        from reviewbot.engine import Engine
+
+        return Engine(self.config, self.packs, jobs=jobs, cache=self.cache, progress=progress,
+                      project_root=self.project_root, project_files=self.project_files,
+                      index_cache=self.index_cache)
 
 
 def _prepare(args: argparse.Namespace) -> _Run:
@@ -271,30 +290,92 @@ def _prepare(args: argparse.Namespace) -> _Run:
     if config_file is not None and not config_file.is_file():
         raise ReviewbotError(f"{args.config}: configuration file not found")
     config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
-    packs = load_packs(config.rule_packs, config.root, config.source,
-                       config.key_prefix + "rule-packs")
     files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
-    cache = None
+    root, project_files = _project(files, config, cwd)
+    packs = load_packs((*config.rule_packs, *_engine_packs(config, root, project_files)),
+                       config.root, config.source, config.key_prefix + "rule-packs")
+    if config.default_device is not None:
+        packs = dataclasses.replace(packs, default_device=config.default_device)
+    cache = index_cache = None
+    folder = Path(args.cache_dir) if args.cache_dir else config.root / CACHE_DIR_NAME
     if not args.no_cache:
-        folder = Path(args.cache_dir) if args.cache_dir else config.root / CACHE_DIR_NAME
         cache = ResultCache(folder, config.fingerprint() + repr(packs))
-    return _Run(config, packs, list(files), list(paths), cwd, cache)
+    if root is not None:
+        from reviewbot.analysis.project import IndexCache
+
+        index_cache = IndexCache(None if args.no_cache else folder)
+    return _Run(config, packs, list(files), list(paths), cwd, cache, root, project_files,
+                index_cache)
+
+
+ENGINES = ("vllm", "sglang")  # engines with a pack of their own, by package name
+
+
+def _engine_packs(config: Any, root: Path | None, files: Sequence[Path]) -> list[str]:
+    """The engine packs for a project that is (a package of that name at its top) or
+    imports (``import vllm``, ``from sglang...``) an engine with a pack of its own."""
+    if not config.engine_packs or root is None:
+        return []
+    found = [name for name in ENGINES if name not in config.rule_packs and (
+        (root / name / "__init__.py").is_file() or (root / "python" / name / "__init__.py").is_file()
+        or (root / "src" / name / "__init__.py").is_file())]
+    wanted = [name for name in ENGINES if name not in found and name not in config.rule_packs]
+    if wanted:
+        import re
+
+        needles = {name: (re.compile(rb"^[ \t]*(?:import|from)[ \t]+" + name.encode() +
+                                     rb"\b", re.MULTILINE),) for name in wanted}
+        from reviewbot.source import UnreadableSource, read_bytes
+
+        for path in files:
+            try:
+                data = read_bytes(str(path))  # regular files only: never waits on a pipe
+            except UnreadableSource:
+                continue
+            for name in list(needles):
+                if any(needle.search(data) for needle in needles[name]):
+                    found.append(name)
+                    del needles[name]
+            if not needles:
+                break
+    return found
+
+
+def _project(files: Sequence[Path], config: Any, cwd: Path) -> tuple[Path | None, list[Path]]:
+    """The project the checked files belong to and every Python file in it (the index),
+    when a rule that reads project facts is on; links out of the project are left out."""
+    from reviewbot import registry
+    from reviewbot.analysis.project import project_root
+    from reviewbot.discovery import discover
+
+    if not files or not any(r.project_facts and r.code in config.enabled
+                            for r in registry.RULES):
+        return None, []
+    root = project_root(files)
+    real_root = root.resolve()
+    found = []
+    for path in discover([str(root)], config, cwd=cwd):
+        try:
+            path.resolve().relative_to(real_root)
+        except (ValueError, OSError, RuntimeError):  # outside, unreadable, a link loop
+            continue
+        found.append(path)
+    return root, found
 
 
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot check``."""
     from reviewbot.context import RunContext
-    from reviewbot.engine import Engine
     from reviewbot.reporters import FORMATS
 
     prepared = _prepare(args)
     config, packs, files, paths, cwd = (prepared.config, prepared.packs, prepared.files,
                                         prepared.paths, prepared.cwd)
     if args.explain_hot_paths:
-        return explain_hot_paths(files, packs, cwd, out)
+        return explain_hot_paths(files, packs, cwd, out, prepared)
 
     progress = _Progress(err)
-    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache, progress=progress)
+    engine = prepared.engine(args.jobs, progress)
     try:
         result = engine.run(files, RunContext(_root_display(paths), args.coverage_report), cwd)
     finally:
@@ -329,14 +410,13 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot fix``: a diff of every fix, or (``--apply``) the fixes written."""
     from reviewbot.context import RunContext
     from reviewbot.discovery import display_path, relative_to_root
-    from reviewbot.engine import Engine
     from reviewbot.fixer import Fixer, FixError, allowed, write_atomic
 
     prepared = _prepare(args)
     config, packs, cwd = prepared.config, prepared.packs, prepared.cwd
     by_shown = {display_path(path, cwd): path for path in prepared.files}
     # One checking pass over everything (parallel, cached) finds the files worth fixing.
-    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache)
+    engine = prepared.engine(args.jobs)
     result = engine.run(prepared.files, RunContext(_root_display(prepared.paths)), cwd)
     todo = sorted({f.path for f in result.findings if allowed(f.fix, args.unsafe_fixes)
                    and f.path in by_shown})
@@ -425,8 +505,39 @@ def run_verify(args: argparse.Namespace, out: TextIO) -> int:
     return code
 
 
-def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO) -> int:
-    """Print each file's hot functions and the call chain that makes each one hot."""
+def run_explain(args: argparse.Namespace, out: TextIO) -> int:
+    """``reviewbot explain FILE:LINE``."""
+    from reviewbot.analysis.project import IndexCache
+    from reviewbot.explain import explain, linked_facts, parse_target
+
+    path_text, line = parse_target(args.target)
+    args.paths = [path_text]
+    args.force_exclude = False
+    prepared = _prepare(args)
+    path = Path(os.path.abspath(path_text))
+    if not path.is_file():
+        raise ReviewbotError(f"{path_text}: not a file")
+    facts = None
+    if prepared.project_root is not None:
+        facts = linked_facts(prepared.project_root, prepared.project_files or [path],
+                             prepared.packs, prepared.index_cache or IndexCache(None))
+    return explain(path, line, path_text, prepared.packs, facts, prepared.project_root, out)
+
+
+def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO,
+                      prepared: Any = None) -> int:
+    """Print the packs in use, then each file's hot functions and the call chain (across
+    modules, through the project index) that makes each one hot."""
+    from reviewbot.analysis.project import IndexCache
+    from reviewbot.explain import linked_facts
+
+    out.write(f"packs: {', '.join(packs.names) or 'none'} (devices.default: "
+              f"{packs.default_device})\n")
+    facts = root = None
+    if prepared is not None and prepared.project_root is not None:
+        root = prepared.project_root
+        facts = linked_facts(root, prepared.project_files or list(files), packs,
+                             prepared.index_cache or IndexCache(None))
 
     from reviewbot.analysis.gpu import ModuleAnalyzer
     from reviewbot.discovery import display_path
@@ -440,7 +551,13 @@ def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO)
             tree = parse_quietly(text)
         except (UnreadableSource, SyntaxError, ValueError, RecursionError):
             continue  # `reviewbot check` reports these files
-        hot = ModuleAnalyzer(tree, packs, (), text).hot_paths()
+        linked = None
+        if facts is not None:
+            try:
+                linked = facts.for_file(path.resolve().relative_to(root.resolve()).as_posix())
+            except ValueError:
+                linked = None
+        hot = ModuleAnalyzer(tree, packs, (), text, linked_hot=linked).hot_paths()
         for qualname, chain in hot.items():
             out.write(f"{shown}: {qualname}  ({' -> '.join(chain)})\n")
         total += len(hot)
@@ -533,6 +650,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_fix(args, sys.stdout, sys.stderr)
         if args.command == "rules":
             return run_rules(args, sys.stdout)
+        if args.command == "explain":
+            return run_explain(args, sys.stdout)
     except ReviewbotError as exc:
         sys.stderr.write(f"reviewbot: error: {exc}\n")
         return EXIT_ERROR

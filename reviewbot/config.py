@@ -42,6 +42,8 @@ _KEYS: dict[str, str] = {
     "extend-exclude": "a list of gitignore-style patterns",
     "respect-gitignore": "a boolean",
     "rule-packs": "a list of rule pack names or paths to YAML files",
+    "engine-packs": "a boolean",
+    "devices": "a table with default = \"unknown\" or \"cuda\"",
     "rules": "a table of rule code -> table of options",
 }
 
@@ -70,6 +72,10 @@ class Config:
     per_file_ignores: tuple[tuple[str, frozenset[str]], ...] = ()
     rule_packs: tuple[str, ...] = DEFAULT_RULE_PACKS
     key_prefix: str = ""  # "tool.reviewbot." for pyproject.toml, for messages
+    # Add the engine's own pack when the project is or imports a known engine.
+    engine_packs: bool = True
+    # What a tensor with no device evidence is taken to be (None: as the packs say).
+    default_device: str | None = None
     settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def exclude_spec(self) -> pathspec.GitIgnoreSpec:
@@ -84,6 +90,7 @@ class Config:
     def fingerprint(self) -> str:
         """A stable text that changes whenever a setting that affects findings changes."""
         return repr((sorted(self.enabled), self.per_file_ignores, self.rule_packs,
+                     self.engine_packs, self.default_device,
                      sorted((c, sorted(s.items(), key=repr)) for c, s in self.settings.items())))
 
 
@@ -266,6 +273,23 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
         raise ConfigError(src, prefix + "respect-gitignore",
                           f"expected a boolean, got {_type_name(respect_gitignore)}")
 
+    engine_packs = table.get("engine-packs", True)
+    if not isinstance(engine_packs, bool):
+        raise ConfigError(src, prefix + "engine-packs",
+                          f"expected a boolean, got {_type_name(engine_packs)}")
+    default_device = None
+    devices = table.get("devices", {})
+    if not isinstance(devices, dict):
+        raise ConfigError(src, prefix + "devices", f"expected {_KEYS['devices']}, "
+                          f"got {_type_name(devices)}")
+    for key, value in devices.items():
+        if key != "default":
+            raise ConfigError(src, f"{prefix}devices.{key}", "unknown key; expected: default")
+        if value not in ("unknown", "cuda"):
+            raise ConfigError(src, f"{prefix}devices.default",
+                              "expected \"unknown\" or \"cuda\"")
+        default_device = value
+
     per_file: list[tuple[str, frozenset[str]]] = []
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
@@ -323,6 +347,8 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
         rule_packs=packs if packs is not None else DEFAULT_RULE_PACKS,
         key_prefix=prefix,
         settings={code: dict(s) for code, s in settings.items()},
+        engine_packs=engine_packs,
+        default_device=default_device,
     )
 
 

@@ -20,12 +20,16 @@ class FileContext:
     """One source file and everything computed from it, each thing computed once."""
 
     def __init__(self, path: str, text: str, rel_path: str | None = None,
-                 packs: Any = None) -> None:
+                 packs: Any = None, linked_hot: dict[str, list[str]] | None = None,
+                 linked_devices: dict[str, list[str]] | None = None) -> None:
         self.path = path  # as shown to the user
         # POSIX path relative to the configuration's folder, for glob options.
         self.rel_path = rel_path if rel_path is not None else path
         self.text = text
         self.packs = packs
+        # The file's functions that are hot through other modules (the project's link phase).
+        self.linked_hot = linked_hot or {}
+        self.linked_devices = linked_devices or {}
         self.findings: list[Finding] = []
         self.facts: dict[str, Any] = {}
         self.memo: dict[str, Any] = {}  # what rules share within this file (not reported)
@@ -63,7 +67,8 @@ class FileContext:
             from reviewbot.packs import PackData
 
             try:
-                self._gpu = analyze(self.ast_tree, self.packs or PackData(), self.text)
+                self._gpu = analyze(self.ast_tree, self.packs or PackData(), self.text,
+                                    self.linked_hot, self.linked_devices)
             except Exception as exc:  # every rule that asks gets the same error, computed once
                 self._gpu = exc
         if isinstance(self._gpu, Exception):

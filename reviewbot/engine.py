@@ -38,6 +38,9 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    # The file's project-index summary (plain data), when the job asked for one; the
+    # engine moves it into the index cache, so cached results never hold one.
+    summary: Any = None
 
 
 @dataclass
@@ -50,6 +53,12 @@ class RunResult:
     cached: int
 
 
+# What a job runs: every rule (a run without a project index), the rules that need only
+# the file (and its index summary), the rules that read linked project facts, or only the
+# summary of a project file that is not checked.
+ALL_RULES, FILE_RULES, PROJECT_RULES, SUMMARY_ONLY = 0, 1, 2, 3
+
+
 @dataclass(frozen=True)
 class FileJob:
     """One file to check, with the names it is reported and matched by."""
@@ -57,6 +66,11 @@ class FileJob:
     display: str
     rel: str
     data: bytes
+    phase: int = ALL_RULES
+    module: str | None = None  # summarise the file as this module (None: no summary)
+    is_package: bool = False
+    linked_hot: Any = None  # its functions hot through other modules, with their chains
+    linked_devices: Any = None  # device facts of the project it reads (tensor fields, returns)
 
 
 class Checker:
@@ -93,21 +107,38 @@ class Checker:
             if was_enabled:
                 gc.enable()
 
+    def _rules_for(self, job: FileJob, text: str, ignored: set[str]) -> list[type[Rule]]:
+        if job.phase == SUMMARY_ONLY:
+            return []
+        rules = [r for r in self.rules if r.code not in ignored and (
+            job.phase == ALL_RULES or (job.phase == PROJECT_RULES) == r.project_facts)]
+        if not self.use_triggers:
+            return rules
+        return [r for r in rules if r.applies_to(text, self.config.settings.get(r.code, {}),
+                                                 self.packs)
+                or (job.linked_hot and r.project_facts and r.applies_to_linked(
+                    text, self.config.settings.get(r.code, {}), self.packs))]
+
     def _check_one(self, job: FileJob) -> FileResult:
         ignored = self.ignored_codes(job.rel)
         result = FileResult(job.display)
         try:
             source = decode(job.data)
         except UnreadableSource as exc:
-            if UnreadableFile.code not in ignored:
+            if UnreadableFile.code not in ignored and job.phase in (ALL_RULES, FILE_RULES):
                 result.findings.append(_file_finding(UnreadableFile, job.display, f"Skipped: {exc}"))
             return result
-        ctx = FileContext(job.display, source.text, job.rel, self.packs)
-        rules = [r for r in self.rules if r.code not in ignored
-                 and (not self.use_triggers or r.applies_to(
-                     source.text, self.config.settings.get(r.code, {}), self.packs))]
+        ctx = FileContext(job.display, source.text, job.rel, self.packs, job.linked_hot,
+                          job.linked_devices)
+        rules = self._rules_for(job, source.text, ignored)
+        if job.phase == PROJECT_RULES and not rules:
+            return result
         try:
-            if self._parses(ctx):
+            if job.module is not None:
+                result.summary = _summary(ctx, job)
+            if job.phase == SUMMARY_ONLY:
+                return result
+            if self._parses(ctx, report=job.phase != PROJECT_RULES):
                 plain = [r for r in rules if not issubclass(r, CstRule)]
                 cst = [r for r in rules if issubclass(r, CstRule)]
                 for rule_cls in plain:
@@ -126,7 +157,13 @@ class Checker:
         result.facts = ctx.facts
         return result
 
-    def _parses(self, ctx: FileContext) -> bool:
+    def _parses(self, ctx: FileContext, report: bool = True) -> bool:
+        if not report:  # the other phase reports why the file does not parse
+            try:
+                ctx.ast_tree
+            except (SyntaxError, RecursionError, MemoryError, ValueError):
+                return False
+            return _unknown_future(ctx.ast_tree) is None
         try:
             ctx.ast_tree
         except SyntaxError as exc:
@@ -188,6 +225,20 @@ class Checker:
                 _crash(ctx, type(rule), exc, "while walking the tree")
 
 
+def _summary(ctx: FileContext, job: FileJob) -> Any:
+    """The file's project-index summary from its tree (None when it does not parse)."""
+    from reviewbot.analysis.project import _Summariser
+
+    try:
+        tree = ctx.ast_tree
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return None
+    try:
+        return _Summariser(tree, job.module or "", job.is_package).summary()
+    except RecursionError:
+        return None
+
+
 def _file_finding(rule: type[Rule], path: str, message: str) -> Finding:
     return Finding(rule.code, rule.name, message, path, 1, 1, 1, 1, rule.severity)
 
@@ -220,6 +271,9 @@ def _unknown_future(tree: ast.Module) -> _Future | None:
     return None
 
 
+_MISSING: Any = object()  # a summary not in the index cache (None: a file that does not parse)
+
+
 # Worker processes ---------------------------------------------------------------
 _worker: Checker | None = None
 
@@ -241,13 +295,23 @@ def _batches(items: list[FileJob], size: int) -> Iterable[list[FileJob]]:
 
 
 class Engine:
-    """Checks a list of files with one configuration, in parallel, using the cache."""
+    """Checks a list of files with one configuration, in parallel, using the cache.
+
+    With a project (its root and every ``.py`` file in it), a run has two phases: the
+    file rules run on each checked file while its index summary is taken from the same
+    parse; the summaries of the whole project are linked (hot paths across modules);
+    then the rules that read project facts run on the checked files the link or their
+    own words admit. Each phase's result is cached by the file's content, the second
+    also by the digest of the linked facts it read.
+    """
 
     def __init__(self, config: Config, packs: PackData, *, jobs: int | None = None,
                  cache: ResultCache | None = None,
                  rules: Sequence[type[Rule]] = registry.RULES,
                  progress: Callable[[int, int], None] | None = None,
-                 use_triggers: bool = True) -> None:
+                 use_triggers: bool = True, project_root: Path | None = None,
+                 project_files: Sequence[Path] | None = None,
+                 index_cache: Any = None) -> None:
         self.use_triggers = use_triggers
         self.config = config
         self.packs = packs
@@ -255,6 +319,11 @@ class Engine:
         self.cache = cache
         self.rules = tuple(rules)
         self.progress = progress
+        self.project_root = project_root
+        self.project_files = project_files
+        self.index_cache = index_cache
+        self.linked: Any = None  # the HotFacts of the last run (for explanations)
+        self._pool: ProcessPoolExecutor | None = None
 
     def run(self, files: Sequence[Path], run: RunContext, cwd: Path | None = None) -> RunResult:
         """Check ``files`` and finish the run-level rules."""
@@ -262,8 +331,7 @@ class Engine:
 
         cwd = cwd or Path.cwd()
         results: dict[str, FileResult] = {}
-        todo: list[tuple[str, FileJob]] = []
-        done = 0
+        read: list[tuple[Path, str, str, bytes]] = []
         for path in files:
             shown = display_path(path, cwd)
             try:
@@ -271,62 +339,207 @@ class Engine:
             except UnreadableSource as exc:
                 results[shown] = FileResult(shown, [_file_finding(UnreadableFile, shown,
                                                                   f"Skipped: {exc}")])
-                done += 1
                 continue
+            read.append((path, shown, relative_to_root(path, self.config.root), data))
+        total = len(files)
+        self._cached = 0
+        try:
+            if self.project_root is None:
+                self._single_phase(read, results, total)
+            else:
+                self._two_phases(read, results, total)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+        if self.cache:
+            self.cache.save()
+        return self._finish(results, run, self._cached)
+
+    def _single_phase(self, read: list[tuple[Path, str, str, bytes]],
+                      results: dict[str, FileResult], total: int) -> None:
+        todo: list[tuple[str, FileJob]] = []
+        for _, shown, rel, data in read:
             key = content_key(shown, data)
             cached = self.cache.get(key) if self.cache else None
             if cached is not None:
                 results[shown] = cached
-                done += 1
+                self._cached += 1
             else:
-                todo.append((key, FileJob(shown, relative_to_root(path, self.config.root), data)))
-        cached_count = len(results)
-        total = len(files)
+                todo.append((key, FileJob(shown, rel, data)))
+        done = len(results)
         self._report_progress(done, total)
         for key, result in self._check(todo, done, total):
             results[result.path] = result
             if self.cache:
                 self.cache.put(key, result)
-        if self.cache:
-            self.cache.save()
-        return self._finish(results, run, cached_count)
+
+    def _two_phases(self, read: list[tuple[Path, str, str, bytes]],
+                    results: dict[str, FileResult], total: int) -> None:
+        from reviewbot.analysis.project import (IndexCache, Linker, ModuleEntry, ProjectIndex,
+                                                digest_of, module_name)
+
+        root = self.project_root
+        assert root is not None
+        index_cache = self.index_cache if self.index_cache is not None else IndexCache(None)
+        index = ProjectIndex(root)
+        tops: dict[Path, Path] = {}
+        project_rules = any(r.project_facts for r in self.rules if r.code in self.config.enabled)
+        # Phase 1: the file rules and the summaries of the checked files.
+        first: dict[str, FileResult] = {}
+        cached_first: set[str] = set()
+        todo: list[tuple[str, FileJob]] = []
+        entries: dict[str, ModuleEntry] = {}
+        checked: set[Path] = set()
+        for path, shown, rel, data in read:
+            checked.add(path)
+            entry = self._entry(path, root, data, tops, index_cache, digest_of, module_name,
+                                ModuleEntry)
+            key = content_key(shown, data) + "|file-rules"
+            cached = self.cache.get(key) if self.cache else None
+            needs_summary = entry is not None and entry.summary is _MISSING
+            if cached is not None and not needs_summary:
+                first[shown] = cached
+                cached_first.add(shown)
+                self._cached += 1
+            else:
+                todo.append((key, FileJob(shown, rel, data, FILE_RULES,
+                                          entry.name if needs_summary else None,
+                                          path.name == "__init__.py")))
+            if entry is not None:
+                entries[shown] = entry
+        # The rest of the project: summaries only.
+        summary_jobs: list[tuple[str, FileJob]] = []
+        only: dict[str, ModuleEntry] = {}
+        for path in self.project_files or ():
+            if path in checked:
+                continue
+            try:
+                data = read_bytes(str(path))
+            except UnreadableSource:
+                continue
+            entry = self._entry(path, root, data, tops, index_cache, digest_of, module_name,
+                                ModuleEntry)
+            if entry is None:
+                continue
+            if entry.summary is _MISSING:
+                summary_jobs.append(("", FileJob(entry.rel, entry.rel, data, SUMMARY_ONLY,
+                                                 entry.name, path.name == "__init__.py")))
+            only[entry.rel] = entry
+        done = len(first)
+        self._report_progress(done, total)
+        for key, result in self._check(todo + summary_jobs, done, total,
+                                       count=lambda job: job.phase != SUMMARY_ONLY):
+            entry = entries.get(result.path) if key else only.get(result.path)
+            if entry is not None and entry.summary is _MISSING:
+                entry.summary = result.summary
+                index_cache.put(entry.digest + ":" + entry.name, result.summary)
+            result.summary = None
+            if key:
+                first[result.path] = result
+                if self.cache:
+                    self.cache.put(key, result)
+        for entry in (*entries.values(), *only.values()):
+            if entry.summary is _MISSING:
+                entry.summary = None
+            index.add(entry)
+        index_cache.save()
+        facts = Linker(index, self.packs).link()
+        self.linked = facts
+        # Phase 2: the rules that read the linked facts.
+        second: dict[str, FileResult] = {}
+        todo = []
+        if project_rules:
+            for path, shown, rel, data in read:
+                entry = entries.get(shown)
+                hot = facts.for_file(entry.rel) if entry is not None else {}
+                key = content_key(shown, data) + "|project-rules|" + \
+                    (facts.digest(entry.rel) if entry is not None else "")
+                cached = self.cache.get(key) if self.cache else None
+                if cached is not None:
+                    second[shown] = cached
+                else:
+                    if shown in cached_first:
+                        cached_first.discard(shown)
+                        self._cached -= 1  # the file is checked again after all
+                    devices = facts.devices_for(entry.rel) if entry is not None else None
+                    todo.append((key, FileJob(shown, rel, data, PROJECT_RULES,
+                                              linked_hot=hot or None, linked_devices=devices)))
+            for key, result in self._check(todo, 0, 0, count=lambda job: False):
+                second[result.path] = result
+                if self.cache:
+                    self.cache.put(key, result)
+        for shown, result in first.items():
+            extra = second.get(shown)
+            merged = FileResult(shown, list(result.findings), dict(result.facts))
+            if extra is not None:
+                merged.findings.extend(extra.findings)
+                merged.facts.update(extra.facts)
+            results[shown] = merged
+
+    @staticmethod
+    def _entry(path: Path, root: Path, data: bytes, tops: dict[Path, Path], index_cache: Any,
+               digest_of: Any, module_name: Any, entry_type: Any) -> Any:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            return None  # outside the project: not indexed
+        digest = digest_of(data)
+        name = module_name(path, tops, root)
+        key = digest + ":" + name
+        summary = index_cache.get(key)
+        if summary is None and key not in index_cache.used:
+            summary = _MISSING
+        return entry_type(name, rel, digest, summary)
 
     def _report_progress(self, done: int, total: int) -> None:
-        if self.progress:
+        if self.progress and total:
             self.progress(done, total)
 
-    def _check(self, todo: list[tuple[str, FileJob]], done: int,
-               total: int) -> Iterable[tuple[str, FileResult]]:
-        keys = {job.display: key for key, job in todo}
+    def _pool_for(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                self.jobs, initializer=_init_worker,
+                initargs=(self.config, self.packs, self.rules, self.use_triggers))
+        return self._pool
+
+    def _check(self, todo: list[tuple[str, FileJob]], done: int, total: int,
+               count: Callable[[FileJob], bool] = lambda job: True,
+               ) -> Iterable[tuple[str, FileResult]]:
+        keys = {(job.display, job.phase): key for key, job in todo}
         jobs = [job for _, job in todo]
         if self.jobs == 1 or len(jobs) < 4:
             checker = Checker(self.config, self.packs, self.rules, self.use_triggers)
             for job in jobs:
-                yield keys[job.display], checker.check(job)
-                done += 1
-                self._report_progress(done, total)
+                yield keys[(job.display, job.phase)], checker.check(job)
+                if count(job):
+                    done += 1
+                    self._report_progress(done, total)
             return
         # Largest files first, in small batches: the workers finish together.
         jobs = sorted(jobs, key=lambda job: len(job.data), reverse=True)
         size = max(1, min(16, len(jobs) // (self.jobs * 8) or 1))
-        pending = {job.display: job for job in jobs}
+        pending = {(job.display, job.phase): job for job in jobs}
         try:
-            with ProcessPoolExecutor(self.jobs, initializer=_init_worker,
-                                     initargs=(self.config, self.packs, self.rules, self.use_triggers)) as pool:
-                futures = [pool.submit(_check_batch, batch) for batch in _batches(jobs, size)]
-                for future in as_completed(futures):
-                    for result in future.result():
-                        pending.pop(result.path, None)
-                        yield keys[result.path], result
+            pool = self._pool_for()
+            futures = {pool.submit(_check_batch, batch): batch for batch in _batches(jobs, size)}
+            for future in as_completed(futures):
+                batch = futures[future]
+                for job, result in zip(batch, future.result()):
+                    pending.pop((job.display, job.phase), None)
+                    yield keys[(job.display, job.phase)], result
+                    if count(job):
                         done += 1
-                    self._report_progress(done, total)
+                self._report_progress(done, total)
         except BrokenProcessPool:
             # A file killed its worker (say, the parser overflowed the C stack): check the
             # rest one file per process so that only the guilty file is lost.
+            self._pool = None
             for job in list(pending.values()):
-                yield keys[job.display], self._check_isolated(job)
-                done += 1
-                self._report_progress(done, total)
+                yield keys[(job.display, job.phase)], self._check_isolated(job)
+                if count(job):
+                    done += 1
+                    self._report_progress(done, total)
 
     def _check_isolated(self, job: FileJob) -> FileResult:
         try:

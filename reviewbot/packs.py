@@ -18,6 +18,9 @@ _LIST_KEYS = {
                   "loop-callees"),
     "devices": ("module-classes", "module-factories", "cuda-classes", "non-cuda-imports"),
 }
+# What a tensor with no evidence of its device is taken to be: unknown (the generic
+# pack), or on the GPU (the engine packs, where nearly every tensor of per-step code is).
+DEFAULT_DEVICES = ("unknown", "cuda")
 _TOP_KEYS = ("name", "description", "hot-paths", "devices", "size-bounds")
 _BOUND_KEYS = ("holds", "names", "arrays", "aliases", "typical")
 
@@ -59,6 +62,8 @@ class PackData:
     non_cuda_imports: tuple[str, ...] = ()
     # bound attribute (e.g. "max_num_reqs") -> (what it bounds, names bounded by it)
     size_bounds: Mapping[str, "SizeBound"] = field(default_factory=dict)
+    # A tensor with no evidence of its device: "unknown" or "cuda" (see DEFAULT_DEVICES).
+    default_device: str = "unknown"
 
 
 def builtin_pack_dirs() -> list[Path]:
@@ -123,6 +128,12 @@ def load_pack(path: Path) -> dict[str, Any]:
         if not isinstance(table, dict):
             raise ConfigError(shown, section, f"expected a table with {', '.join(keys)}")
         for key, value in table.items():
+            if section == "devices" and key == "default":
+                if value not in DEFAULT_DEVICES:
+                    raise ConfigError(shown, "devices.default",
+                                      f"expected one of: {', '.join(DEFAULT_DEVICES)}")
+                pack["default"] = value
+                continue
             if key not in keys:
                 raise ConfigError(shown, f"{section}.{key}",
                                   f"unknown key; expected one of: {', '.join(keys)}")
@@ -157,9 +168,11 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
     names: list[str] = []
     lists: dict[str, list[str]] = {key: [] for keys in _LIST_KEYS.values() for key in keys}
     bounds: dict[str, SizeBound] = {}
+    default_device = "unknown"
     for spec in specs:
         pack = load_pack(_locate(spec, root, source or "<defaults>", key))
         names.append(pack["name"])
+        default_device = pack.get("default", default_device)
         for list_key, values in lists.items():
             values += pack.get(list_key, ())
         for bound, new in pack["size-bounds"].items():
@@ -184,4 +197,5 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
         cuda_classes=unique("cuda-classes"),
         non_cuda_imports=unique("non-cuda-imports"),
         size_bounds=bounds,
+        default_device=default_device,
     )

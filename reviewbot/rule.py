@@ -86,6 +86,9 @@ class Rule:
     triggers: ClassVar[tuple[str, ...] | None] = None
     # Reported by the engine itself (parse errors, crashes): always on, never run.
     internal: ClassVar[bool] = False
+    # Reads facts of the whole project (hot paths linked across modules): runs after the
+    # project index is linked, on the files that the link or the rule's own words admit.
+    project_facts: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
 
@@ -106,6 +109,11 @@ class Rule:
         the rule, and any parse only it needs, when it is.
         """
         return cls.triggers is None or any(word in text for word in cls.triggers)
+
+    @classmethod
+    def applies_to_linked(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
+        """Like :meth:`applies_to`, for a file where the link phase found hot functions."""
+        return cls.applies_to(text, settings, packs)
 
     def check_file(self, ctx: "FileContext") -> None:
         """Report the findings of one file through ``ctx``."""

@@ -28,6 +28,8 @@ from typing import Any, Iterable, Iterator, NamedTuple
 from reviewbot.packs import PackData
 
 CUDA, CPU, VALUE, UNKNOWN = "cuda", "cpu", "value", "unknown"
+# An instance of a project class whose fields are declared (its why: the class's key).
+OBJECT = "object"
 DEV_CUDA, DEV_CPU, STREAM, EVENT, MODULE = "device:cuda", "device:cpu", "stream", "event", "module"
 MAX_HOT_DEPTH = 6
 
@@ -42,11 +44,13 @@ class Label(NamedTuple):
     kind: str
     why: str = ""
     boolean: bool = False  # a boolean tensor, e.g. a mask built by a comparison
+    # CUDA only by devices.default (no evidence of its own): a host tensor it meets wins.
+    weak: bool = False
 
     def but(self, why: str | None = None, boolean: bool | None = None) -> "Label":
         """The same kind with another reason or boolean flag."""
         return Label(self.kind, self.why if why is None else why,
-                     self.boolean if boolean is None else boolean)
+                     self.boolean if boolean is None else boolean, self.weak)
 
 
 UNKNOWN_L = Label(UNKNOWN)
@@ -481,6 +485,117 @@ def _short(expr: ast.expr) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# Guards: a test whose block does not run per step on a CUDA device. Words are the parts
+# of the test's names, split at `_`, `.` and case changes.
+_DEBUG_WORDS = frozenset({"debug", "trace", "tracing", "validate", "asserts", "sanity",
+                          "stats", "timing", "time", "timed", "profile", "profiling",
+                          "profiler", "verbose", "envs", "environ", "getenv", "env"})
+_CAPTURE_WORDS = frozenset({"capture", "capturing"})
+_OTHER_PLATFORMS = frozenset({"npu", "xpu", "hpu", "tpu", "hip", "rocm", "neuron", "mlu",
+                              "musa", "mps", "gaudi", "ascend", "cpu"})
+_WORD_SPLIT = re.compile(r"[._]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _test_names(test: ast.expr) -> list[str]:
+    return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(test)
+            if isinstance(n, (ast.Name, ast.Attribute))]
+
+
+def _platform_check(test: ast.expr) -> str | None:
+    """"other" for ``is_npu()``/``current_platform.is_xpu()``/``_is_hip``, "cuda" for
+    ``is_cuda()``, else None (a plain name or call of such a predicate only)."""
+    target = test.func if isinstance(test, ast.Call) and not test.args else test
+    name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+    name = name.lstrip("_").lower()
+    if not name.startswith("is_"):
+        return None
+    platform = name[3:]
+    if platform in _OTHER_PLATFORMS:
+        return "other"
+    if platform in ("cuda", "cuda_alike", "nvidia"):
+        return "cuda"
+    return None
+
+
+def _guard_atom(test: ast.expr) -> bool:
+    """A test that holds only off the per-step CUDA path: a debug or environment flag, a
+    CUDA-graph capture, another platform."""
+    if _platform_check(test) == "other":
+        return True
+    words = {w.lower() for name in _test_names(test) for w in _WORD_SPLIT.split(name) if w}
+    if isinstance(test, ast.Call):
+        callee = test.func.attr if isinstance(test.func, ast.Attribute) else \
+            getattr(test.func, "id", "")
+        if "env" in callee.lower():
+            return True
+    return bool(words & (_DEBUG_WORDS | _CAPTURE_WORDS))
+
+
+def guard_of(test: ast.expr) -> tuple[bool, bool]:
+    """Whether an ``if`` block, and its ``else``, run only off the per-step CUDA path."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        body, orelse = guard_of(test.operand)
+        return orelse and not body and _platform_check(test.operand) is not None, body and \
+            _platform_check(test.operand) is not None
+    if _platform_check(test) == "cuda":
+        return False, True
+    if isinstance(test, ast.BoolOp):
+        atoms = [_guard_atom(v) for v in test.values]
+        return (any(atoms) if isinstance(test.op, ast.And) else all(atoms)), False
+    return _guard_atom(test), False
+
+
+def _once_guard(node: ast.If) -> bool:
+    """``if self.x is None: ... self.x = ...``: the block fills a cache once."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Is) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None and isinstance(test.left, ast.Attribute)):
+        return False
+    target = _dotted_text(test.left)
+    # A long-lived object's cache (`self.x`, a layer's private `_x`), not a per-step one's.
+    if target is None or not (target.startswith(("self.", "cls.")) or
+                              target.rpartition(".")[2].startswith("_")):
+        return False
+    return any(isinstance(stmt, (ast.Assign, ast.AnnAssign)) and any(
+        _dotted_text(t) == target for t in (stmt.targets if isinstance(stmt, ast.Assign)
+                                            else [stmt.target])) for stmt in ast.walk(node))
+
+
+def _dotted_text(expr: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+def _returns_early_unless_guarded(stmt: ast.stmt) -> bool:
+    """``if not <guard>: return``: what follows in the block runs only behind the guard."""
+    return isinstance(stmt, ast.If) and not stmt.orelse and bool(stmt.body) and \
+        isinstance(stmt.body[-1], (ast.Return, ast.Raise)) and \
+        isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) and \
+        guard_of(stmt.test.operand)[0]
+
+
+_HOST_WORDS = frozenset({"cpu", "np", "numpy", "host", "pinned", "list", "lst"})
+_NAME_PARTS = re.compile(r"[._]+")
+
+
+def host_named(name: str) -> bool:
+    """Whether a name says it holds a host value: ``*_cpu``, ``*_np``, ``*_host``,
+    ``pinned_*``, ``*_list`` (its parts split at ``_`` and ``.``)."""
+    return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
+
+
+def mask_named(name: str) -> bool:
+    """Whether a tensor's name says it is a boolean mask (``*_mask``, ``mask``)."""
+    return name.lower().endswith("mask")
+
+
 def _kw(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
@@ -492,9 +607,20 @@ def _is_true(expr: ast.expr | None) -> bool:
 def combine(labels: Iterable[Label]) -> Label:
     """The label of a result computed from tensors with these labels."""
     labels = list(labels)
+    strong = weak = None
     for label in labels:
         if label.kind == CUDA:
-            return label
+            if not label.weak:
+                strong = label
+                break
+            weak = weak or label
+    if strong is not None:
+        return strong
+    if weak is not None:
+        # Tensors of one op share a device: a host tensor beside a default-CUDA one says
+        # the default was wrong.
+        host = next((label for label in labels if label.kind == CPU), None)
+        return host if host is not None else weak
     kinds = {label.kind for label in labels}
     if kinds and kinds <= {CPU, VALUE} and CPU in kinds:
         return next(label for label in labels if label.kind == CPU)
@@ -507,8 +633,19 @@ class ModuleAnalyzer:
     """Builds the :class:`GpuAnalysis` of one module."""
 
     def __init__(self, tree: ast.Module, packs: PackData,
-                 non_blocking_lines: Iterable[int] | None = None, text: str = "") -> None:
+                 non_blocking_lines: Iterable[int] | None = None, text: str = "",
+                 linked_hot: dict[str, list[str]] | None = None,
+                 linked_devices: dict[str, list[str]] | None = None) -> None:
         self.tree = tree
+        # Functions the project's link phase found hot (through other modules), with chains.
+        self.linked_hot = linked_hot or {}
+        # A tensor with no evidence of its device is on the GPU (the engine packs).
+        self.default_cuda = packs.default_device == "cuda"
+        devices = linked_devices or {}
+        self.tensor_fields = frozenset(devices.get("fields", ()))
+        self.tensor_returns = frozenset(devices.get("returns", ()))
+        # key ("pkg.mod.Class" as imported, or "local:Class") -> field -> "tensor" | "host"
+        self.class_fields: dict[str, dict[str, str]] = devices.get("classes", {}) or {}
         self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
@@ -602,6 +739,37 @@ class ModuleAnalyzer:
         stripped = text.replace("Optional[", "").replace("]", "").replace(" ", "")
         return any(self._names_tensor(option) for option in stripped.split("|"))
 
+    def class_key(self, expr: ast.expr | None) -> str | None:
+        """The key of the declared-fields table for a class named by an expression or an
+        annotation (``ForwardBatch``, ``mod.Batch``, ``Optional["Batch"]``), or None."""
+        if expr is None or not self.class_fields:
+            return None
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            try:
+                expr = ast.parse(expr.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(expr, ast.Subscript):
+            head = expr.value
+            name = head.attr if isinstance(head, ast.Attribute) else getattr(head, "id", "")
+            if name == "Optional":
+                return self.class_key(expr.slice)
+            if name == "Union" and isinstance(expr.slice, ast.Tuple):
+                keys = [self.class_key(e) for e in expr.slice.elts]
+                found = [k for k in keys if k]
+                return "|".join(found) if found else None
+            return None
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitOr):
+            for side in (expr.left, expr.right):
+                if not (isinstance(side, ast.Constant) and side.value is None):
+                    return self.class_key(side)
+            return None
+        if isinstance(expr, ast.Name) and expr.id in self.classes:
+            key = "local:" + expr.id
+            return key if key in self.class_fields else None
+        qual = self.names.qualify(expr) if isinstance(expr, (ast.Name, ast.Attribute)) else None
+        return qual if qual in self.class_fields else None
+
     def _names_tensor(self, dotted: str) -> bool:
         """Whether a dotted name (``Tensor``, ``t.Tensor``) is ``torch.Tensor`` here."""
         head, _, rest = dotted.partition(".")
@@ -650,13 +818,48 @@ class ModuleAnalyzer:
             found = self._callees[func.qualname] = list(self._find_callees(func))
         return found
 
+    def _unguarded_text(self, func: FunctionInfo) -> str:
+        """The function's text without the blocks behind guards (debug and environment
+        flags, CUDA-graph capture, other platforms): what they call is not hot."""
+        text = func.summary.text
+        if "if" not in text:
+            return text
+        lines = text.split("\n")
+        first = func.node.lineno
+        blanked = False
+        for node in ast.walk(func.node):
+            for block in ("body", "orelse", "finalbody"):
+                stmts = getattr(node, block, None)
+                if not isinstance(stmts, list):
+                    continue
+                for index, stmt in enumerate(stmts[:-1]):
+                    if _returns_early_unless_guarded(stmt):
+                        for number in range(stmts[index + 1].lineno,
+                                            (stmts[-1].end_lineno or 0) + 1):
+                            if 0 <= number - first < len(lines):
+                                lines[number - first] = ""
+                                blanked = True
+                        break
+            if not isinstance(node, ast.If):
+                continue
+            quiet = guard_of(node.test)
+            for hushed, body in zip(quiet, (node.body, node.orelse)):
+                if hushed and body:
+                    for number in range(body[0].lineno, (body[-1].end_lineno or 0) + 1):
+                        if 0 <= number - first < len(lines):
+                            lines[number - first] = ""
+                            blanked = True
+        return "\n".join(lines) if blanked else text
+
     def _find_callees(self, func: FunctionInfo) -> Iterator[FunctionInfo]:
+        text = self._unguarded_text(func)
         if func.cls is not None:
-            for name in sorted(func.summary.self_called):
+            called = func.summary.self_called if text is func.summary.text else \
+                set(_SELF_CALL.findall(text))
+            for name in sorted(called):
                 callee = self.method(func.cls, name)
                 if callee is not None:
                     yield callee
-        text = func.summary.text
         for name in self._module_functions:
             start = text.find(name + "(")
             while start != -1:
@@ -713,17 +916,29 @@ class ModuleAnalyzer:
                 if callee is not None:
                     chains[func.qualname] = [f"{func.name} (a loop calling {callee})"]
                     queue.append(func)
+        self._spread(chains, queue)
+        # Then what is hot through other modules, callers (shorter chains) first, so that
+        # the walks still label a callee's parameters from its callers.
+        linked = sorted((len(chain), qualname) for qualname, chain in self.linked_hot.items()
+                        if qualname not in chains and qualname in self.functions)
+        for _, qualname in linked:
+            if qualname not in chains:
+                chains[qualname] = list(self.linked_hot[qualname])
+                self._spread(chains, [self.functions[qualname]])
+        return chains
+
+    def _spread(self, chains: dict[str, list[str]], queue: list[FunctionInfo]) -> None:
+        """Make what the queued hot functions call in this module hot (breadth first)."""
         while queue:
             func = queue.pop(0)
             chain = chains[func.qualname]
-            if len(chain) >= MAX_HOT_DEPTH:
+            if len(chain) >= MAX_HOT_DEPTH and func.qualname not in self.linked_hot:
                 continue
             for callee in self.callees(func):
                 if callee.qualname not in chains and not self.is_startup(callee) \
                         and not self._one_off(func, callee):
                     chains[callee.qualname] = [*chain, callee.name]
                     queue.append(callee)
-        return chains
 
     # Devices --------------------------------------------------------------------------
     def prepare_classes(self, funcs: list[FunctionInfo]) -> None:
@@ -881,10 +1096,18 @@ class FunctionWalker:
             elif arg.arg in passed:
                 label = passed[arg.arg]
                 self.env[arg.arg] = label.but(f"passed by a caller: {label.why}")
+            elif module.class_key(arg.annotation) is not None:
+                self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
+            elif self._is_tensor_annotation(arg.annotation) and host_named(arg.arg):
+                self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is named as a host value")
             elif cls is not None and cls.is_module and func.name in \
                     module.packs.module_entry_points and self._is_tensor_annotation(arg.annotation):
                 self.env[arg.arg] = Label(CUDA, f"an input of {func.qualname}, an nn.Module "
                                                 "whose outputs are taken to be on the GPU")
+            elif module.default_cuda and self._is_tensor_annotation(arg.annotation):
+                self.env[arg.arg] = Label(CUDA, f"`{arg.arg}` is annotated torch.Tensor and "
+                                                "nothing puts it on the CPU (devices.default: "
+                                                "cuda)", mask_named(arg.arg), weak=True)
 
     def _is_tensor_annotation(self, annotation: ast.expr | None) -> bool:
         return self.m._annotated_tensor(annotation)
@@ -907,8 +1130,13 @@ class FunctionWalker:
 
     def block(self, body: list[ast.stmt]) -> None:
         """Walk statements in order."""
+        hushed = 0
         for stmt in body:
             self.stmt(stmt)
+            if not hushed and _returns_early_unless_guarded(stmt):
+                hushed = 1  # the rest runs only behind a guard
+                self.allowed += 1
+        self.allowed -= hushed
 
     def bind_loop_target(self, target: ast.expr, iterable: ast.expr) -> None:
         """Label a loop's target: the rows of a CUDA tensor (or of a module's outputs) are
@@ -929,11 +1157,12 @@ class FunctionWalker:
         label = self.label(iterable, read=True)
         self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
 
-    def branches(self, bodies: list[list[ast.stmt]], host_in_first: tuple[str, ...] = ()) -> None:
+    def branches(self, bodies: list[list[ast.stmt]], host_in_first: tuple[str, ...] = (),
+                 quiet: tuple[bool, ...] = ()) -> None:
         """Walk alternative blocks from the same state, then merge what each assigned.
 
         ``host_in_first``: names the first block knows are not on the GPU (``if not
-        t.is_cuda:``)."""
+        t.is_cuda:``); ``quiet``: blocks whose sites are not reported (guards)."""
         before = self.env  # never written from here on: each block gets its own copy
         results = []
         for index, body in enumerate(bodies):
@@ -944,7 +1173,10 @@ class FunctionWalker:
             self.env = dict(before)
             for name in checked:
                 self.env[name] = Label(CPU, f"checked `not {name}.is_cuda`")
+            hushed = index < len(quiet) and quiet[index]
+            self.allowed += hushed
             self.block(body)
+            self.allowed -= hushed
             results.append(self.env)
         merged = results[0]
         for env in results[1:]:
@@ -1004,10 +1236,12 @@ class FunctionWalker:
             if node.value is not None:
                 self.returns.append(self.label(node.value))
         elif isinstance(node, ast.If):
-            self.condition(node.test)
-            once = self._clears_own_guard(node)
+            quiet = guard_of(node.test)
+            if not quiet[0]:
+                self.condition(node.test)
+            once = self._clears_own_guard(node) or _once_guard(node)
             self.allowed += once
-            self.branches([node.body, node.orelse], _not_cuda_checks(node.test))
+            self.branches([node.body, node.orelse], _not_cuda_checks(node.test), quiet)
             self.allowed -= once
         elif isinstance(node, ast.While):
             self.condition(node.test)
@@ -1162,8 +1396,15 @@ class FunctionWalker:
                               "operator", label)
             return UNKNOWN_L
         if isinstance(node, ast.IfExp):
-            self.condition(node.test)
-            return combine([self.label(node.body), self.label(node.orelse)])
+            quiet = guard_of(node.test)
+            if not quiet[0]:
+                self.condition(node.test)
+            self.allowed += quiet[0]
+            body = self.label(node.body)
+            self.allowed += quiet[1] - quiet[0]
+            orelse = self.label(node.orelse)
+            self.allowed -= quiet[1]
+            return combine([body, orelse])
         if isinstance(node, ast.Starred):
             return self.label(node.value)
         if isinstance(node, ast.NamedExpr):
@@ -1190,15 +1431,31 @@ class FunctionWalker:
             for klass in self.m._mro(cls):
                 if node.attr in klass.attrs:
                     label = klass.attrs[node.attr]
-                    return label
+                    if label.kind != UNKNOWN:
+                        return label
+                    break
             if node.attr == "device" and cls.on_cuda:
                 return Label(DEV_CUDA, f"the device of {cls.name}")
-            return UNKNOWN_L
+            for klass in self.m._mro(cls):
+                declared = self.m.class_fields.get("local:" + klass.name, {}).get(node.attr)
+                if declared is not None:
+                    return self._declared_field(node.attr, declared, klass.name)
+            return self._named_attribute(node)
+        if isinstance(base_node, ast.Name) and base_node.id in self.env and \
+                self.env[base_node.id].kind == MODULE:
+            return self.env[base_node.id]
         if not isinstance(base_node, ast.Call) and self._under_torch(node):
             return VALUE_L  # torch.float16, torch.cuda, ...
         base = self.label(base_node)
         if node.attr in VALUE_ATTRIBUTES:
             return VALUE_L
+        if base.kind == OBJECT:
+            for key in base.why.split("|"):  # Union[A, B]: the first that declares it
+                declared = self.m.class_fields.get(key, {}).get(node.attr)
+                if declared is not None:
+                    return self._declared_field(node.attr, declared, key.rpartition(".")[2]
+                                                .removeprefix("local:"))
+            return self._named_attribute(node)
         if node.attr == "device":
             if base.kind == CUDA:
                 return Label(DEV_CUDA, f"the device of {_short(base_node)}")
@@ -1209,6 +1466,37 @@ class FunctionWalker:
             return base
         if base.kind == MODULE:
             return base  # a submodule or a bound method of a module
+        if base.kind in (CPU, VALUE):
+            return UNKNOWN_L
+        return self._named_attribute(node)
+
+    def _declared_field(self, attr: str, declared: str, owner: str) -> Label:
+        """A field whose class declares it: a host value, or a tensor (on the GPU when
+        devices.default is cuda and its name does not say host)."""
+        if declared == "host":
+            return Label(VALUE, f"`{owner}.{attr}` is declared a host value")
+        if host_named(attr):
+            return Label(CPU, f"`{attr}` is named as a host value")
+        if self.m.default_cuda:
+            return Label(CUDA, f"`{owner}.{attr}` is declared torch.Tensor and nothing puts it "
+                               "on the CPU (devices.default: cuda)", mask_named(attr), weak=True)
+        return UNKNOWN_L
+
+    def _named_attribute(self, node: ast.Attribute) -> Label:
+        """An attribute of an object of unknown device, by what its name says: the halves of
+        a paired host/device buffer (``.cpu``/``.np``, ``.gpu``), a host name (``*_cpu``),
+        or (devices.default: cuda) a field the project declares only as torch.Tensor."""
+        attr = node.attr
+        if attr in ("cpu", "np"):
+            return Label(CPU, f"`.{attr}`, the host half of a paired buffer")
+        if attr == "gpu":
+            return Label(CUDA, "`.gpu`, the device half of a paired buffer")
+        if host_named(attr):
+            return Label(CPU, f"`{attr}` is named as a host value")
+        if self.m.default_cuda and attr in self.m.tensor_fields:
+            return Label(CUDA, f"`{attr}` is declared torch.Tensor in the project and nothing "
+                               "puts it on the CPU (devices.default: cuda)", mask_named(attr),
+                         weak=True)
         return UNKNOWN_L
 
     def _under_torch(self, node: ast.Attribute) -> bool:
@@ -1295,7 +1583,7 @@ class FunctionWalker:
                     callee, self._record_call(callee, node, args, kwargs, skip_self=True))
             if self._attribute(func).kind == MODULE:
                 return Label(CUDA, f"output of {_short(func)} at line {node.lineno}")
-            return UNKNOWN_L
+            return self._annotated_return(func.attr)
         if method in ("to", "cuda", "half", "float", "bfloat16", "eval", "train",
                       "requires_grad_") and receiver.kind == MODULE:
             return receiver  # a module moved or cast is still the module
@@ -1314,12 +1602,20 @@ class FunctionWalker:
             return VALUE_L
         if method == "synchronize":
             self.pending.clear()  # whatever it is, it waits: later reads are safe
+            holder = _short(func.value).rsplit(".", 1)[-1].lower()
+            if receiver.kind == UNKNOWN and holder.endswith("stream"):
+                self.site("RB105", node, f"`{_short(func)}()` waits for every kernel on the "
+                          "stream", Label(STREAM, f"`{holder}` is named as a CUDA stream"))
         # Calls of nn.Module objects (and their methods) run on the model's device.
         if receiver.kind == MODULE or (not method and self.label(func).kind == MODULE):
             source = _short(func)
             return Label(CUDA, f"output of {source} at line {node.lineno}")
         if not method and qual and _matches(qual, self.m.packs.loop_callees):
             return Label(CUDA, f"output of {qual} at line {node.lineno}")
+        key = self.m.class_key(func) if self.m.class_fields and \
+            isinstance(func, (ast.Name, ast.Attribute)) else None
+        if key is not None:
+            return Label(OBJECT, key)
         if isinstance(func, ast.Name):
             local_class = self.m.classes.get(func.id)
             if local_class is not None and local_class.is_module:
@@ -1338,6 +1634,17 @@ class FunctionWalker:
                 return Label(MODULE, f"{last}()")
             if _matches(qual, self.m.packs.module_factories) and not method == "to":
                 return Label(MODULE, f"{qual}()")
+        if receiver.kind in (CPU, VALUE):
+            return UNKNOWN_L
+        return self._annotated_return(method or (func.id if isinstance(func, ast.Name) else ""))
+
+    def _annotated_return(self, name: str) -> Label:
+        """(devices.default: cuda) the result of a function every definition of which in the
+        project is annotated ``-> torch.Tensor``."""
+        if name and self.m.default_cuda and name in self.m.tensor_returns and \
+                not host_named(name):
+            return Label(CUDA, f"returned by `{name}()`, annotated torch.Tensor in the project "
+                               "(devices.default: cuda)", weak=True)
         return UNKNOWN_L
 
     def _uses_arguments(self, func: ast.expr, qual: str, method: str) -> bool:
@@ -1412,6 +1719,10 @@ class FunctionWalker:
                     return Label(CPU, f"allocated on the CPU at line {node.lineno}")
                 if device.kind in (CUDA, CPU):  # device=other_tensor.device spelled oddly
                     return device
+                if self.m.default_cuda and device.kind == UNKNOWN:
+                    return Label(CUDA, f"allocated on `{_short(_kw(node, 'device') or node)}` at "
+                                       f"line {node.lineno}, taken to be the GPU "
+                                       "(devices.default: cuda)", weak=True)
                 return UNKNOWN_L
             if name.endswith("_like") and args:
                 return args[0]
@@ -1520,6 +1831,11 @@ class FunctionWalker:
         return receiver
 
 
-def analyze(tree: ast.Module, packs: PackData, text: str = "") -> GpuAnalysis:
-    """The :class:`GpuAnalysis` of a module (``text``: its source, to find RB106 candidates)."""
-    return ModuleAnalyzer(tree, packs, text=text).analyze()
+def analyze(tree: ast.Module, packs: PackData, text: str = "",
+            linked_hot: dict[str, list[str]] | None = None,
+            linked_devices: dict[str, list[str]] | None = None) -> GpuAnalysis:
+    """The :class:`GpuAnalysis` of a module (``text``: its source, to find RB106 candidates;
+    ``linked_hot``: its functions that the project's link phase found hot;
+    ``linked_devices``: the project's tensor fields and tensor-returning methods)."""
+    return ModuleAnalyzer(tree, packs, text=text, linked_hot=linked_hot,
+                          linked_devices=linked_devices).analyze()

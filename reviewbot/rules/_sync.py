@@ -58,6 +58,15 @@ class SyncRule(Rule):
     # Words a file must hold for this rule's sites to exist in it.
     sync_words: ClassVar[tuple[str, ...]] = ()
 
+    project_facts = True
+
+    @classmethod
+    def applies_to_linked(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
+        """A file with linked hot functions needs only torch and the rule's sync word."""
+        if "torch" not in text and "cuda" not in text:
+            return False
+        return not cls.sync_words or any(word in text for word in cls.sync_words)
+
     @classmethod
     def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
         """A site needs its sync word, and (for hot-only rules) an entry point's name."""

@@ -78,6 +78,8 @@ class PinnedAllocInHotPath(Rule):
                 "        return x.cpu().pin_memory()\n", line=4),
     ]
 
+    project_facts = True
+
     @classmethod
     def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
         """The file must spell an allocation this rule knows."""

@@ -1,0 +1,941 @@
+"""The project index and the link phase: which functions are hot across modules.
+
+A per-step entry point rarely does its work in its own module: a model runner calls the
+sampler's module, the sampler calls its ops, a scheduler calls a worker held in an
+attribute. So every ``.py`` file of the project is summarised by CPython's ``ast``
+(imports, classes with their bases and the types of their ``self.x`` attributes,
+functions with the calls they make), and the summaries are linked:
+
+* **Entry points** are the packs' patterns, ``forward`` of classes that are ``nn.Module``s
+  through bases in any module, and functions whose loop calls a model (the serving idiom).
+* **Calls** resolve through import aliases (relative imports and re-exports included),
+  ``self.`` methods up the class's bases in other modules, ``self.attr.method()`` through
+  the attribute's class, locals and parameters of a known class, and, for a receiver of
+  no known class, the project's few methods of that name.
+* A hot method makes its overrides in subclasses hot (an interface the loop calls).
+* Start-up functions stop the walk; the walk is breadth-first with a depth bound, so
+  import cycles and recursion cannot make it hang.
+
+The result is, per module, each hot function's chain from its entry point: neutral facts
+that the per-module analysis starts from. Summaries are plain data (JSON), cached by the
+file's content hash.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from reviewbot.analysis.gpu import guard_of
+from reviewbot.packs import PackData
+
+SUMMARY_VERSION = 5
+MAX_LINK_DEPTH = 12
+# A call on a receiver of no known class resolves by name only to this many methods.
+MAX_NAME_CANDIDATES = 3
+# ... or to every implementation of one interface, up to this many.
+MAX_INTERFACE_IMPLEMENTATIONS = 16
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+# Method names too common to resolve by name alone (containers, files, tensors, threads).
+_COMMON_METHODS = frozenset({
+    "get", "set", "put", "pop", "append", "extend", "update", "add", "remove", "clear",
+    "copy", "items", "keys", "values", "join", "split", "strip", "format", "read", "write",
+    "close", "open", "start", "stop", "run", "wait", "send", "recv", "item", "tolist", "cpu",
+    "cuda", "to", "numpy", "view", "reshape", "sum", "mean", "max", "min", "size", "index",
+    "count", "sort", "insert", "acquire", "release", "result", "cancel", "done", "submit",
+    "encode", "decode", "fill_", "copy_", "zero_", "record", "synchronize", "forward",
+    "__call__", "__init__", "reset", "init", "build", "apply", "call", "step", "process",
+    "execute", "load", "save", "flush", "next", "send_pyobj", "recv_pyobj", "info", "debug",
+    "warning", "error", "exception", "lower", "upper", "replace", "startswith", "endswith",
+    "setdefault", "discard", "popleft", "appendleft", "poll", "is_set",
+})
+
+
+# Classmethods that build an instance of their class.
+_FACTORY_METHODS = frozenset({"make", "create", "build", "new", "init_new", "instance",
+                              "get_instance"})
+
+
+def project_root(paths: Iterable[Path]) -> Path:
+    """The root of the project the checked paths belong to: the nearest folder above them
+    holding a project marker, else the top of their chain of packages (``__init__.py``)."""
+    resolved = [Path(os.path.abspath(p)) for p in paths]
+    if not resolved:
+        resolved = [Path.cwd()]
+    common = Path(os.path.commonpath([str(p) for p in resolved]))
+    start = common if common.is_dir() else common.parent
+    for folder in (start, *start.parents):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
+            return folder
+    top = start
+    while (top / "__init__.py").is_file() and top.parent != top:
+        top = top.parent
+    return top
+
+
+SOURCE_FOLDERS = ("src", "python", "lib")  # where a repository often keeps its packages
+
+
+def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
+                root: Path | None = None) -> str:
+    """The dotted module name of a file.
+
+    Under a project root: its path from the root, or from the root's ``src/``, ``python/``
+    or ``lib/`` folder (namespace packages without ``__init__.py`` included). Otherwise:
+    its path from the top of its chain of packages."""
+    folder = path.parent
+    top = None if package_tops is None else package_tops.get(folder)
+    if top is None:
+        top = None
+        if root is not None:
+            for name in SOURCE_FOLDERS:
+                source = root / name
+                if source in folder.parents or source == folder:
+                    if not (source / "__init__.py").is_file():
+                        top = source
+                        break
+            if top is None and (root in folder.parents or root == folder):
+                top = root
+        if top is None:
+            top = folder
+            while (top / "__init__.py").is_file() and top.parent != top:
+                top = top.parent
+        if package_tops is not None:
+            package_tops[folder] = top
+    rel = path.relative_to(top).with_suffix("")
+    parts = list(rel.parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+# Summaries ------------------------------------------------------------------------------
+def _dotted(expr: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class _Summariser:
+    """Builds the summary of one module (plain data)."""
+
+    def __init__(self, tree: ast.Module, module: str, is_package: bool) -> None:
+        self.module = module
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.imports: dict[str, str] = {}
+        self.classes: dict[str, dict[str, Any]] = {}
+        self.functions: dict[str, dict[str, Any]] = {}
+        self.local_defs: set[str] = set()
+        # Attribute names the module reads or calls (to pick the project facts it needs).
+        self.names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        for node in tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.local_defs.add(node.name)
+        self._imports(tree.body)
+        self._index(tree.body, None, "")
+
+    def summary(self) -> dict[str, Any]:
+        return {"imports": self.imports, "classes": self.classes, "functions": self.functions,
+                "names": sorted(self.names)}
+
+    def _imports(self, body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.imports[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".", 1)[0]
+                        self.imports.setdefault(top, top)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = self.package.split(".") if self.package else []
+                    if node.level > 1:
+                        parts = parts[:len(parts) - (node.level - 1)] if len(parts) >= node.level - 1 else []
+                    base = ".".join([*parts, *([node.module] if node.module else [])])
+                for alias in node.names:
+                    if alias.name != "*":
+                        self.imports[alias.asname or alias.name] = f"{base}.{alias.name}" if base else alias.name
+            elif isinstance(node, (ast.If, ast.Try)):
+                for attr in ("body", "orelse", "finalbody"):
+                    self._imports(getattr(node, attr, []) or [])
+                for handler in getattr(node, "handlers", []) or []:
+                    self._imports(handler.body)
+
+    def qualify(self, dotted: str | None) -> str | None:
+        """The qualified name of a dotted name read in this module."""
+        if not dotted:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in self.imports:
+            base = self.imports[head]
+        elif head in self.local_defs:
+            base = f"{self.module}.{head}"
+        else:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+    def _type_of(self, annotation: ast.expr | None) -> str | None:
+        """The class an annotation names (``Foo``, ``Optional[Foo]``, ``"Foo"``, ``Foo | None``)."""
+        if annotation is None:
+            return None
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(annotation, ast.Subscript):
+            head = _dotted(annotation.value) or ""
+            if head.rsplit(".", 1)[-1] == "Optional":
+                return self._type_of(annotation.slice)
+            return None
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            for side in (annotation.left, annotation.right):
+                if not (isinstance(side, ast.Constant) and side.value is None):
+                    return self._type_of(side)
+            return None
+        dotted = _dotted(annotation)
+        if dotted is None or not dotted.rsplit(".", 1)[-1][:1].isupper():
+            return None
+        return self.qualify(dotted)
+
+    def value_kind(self, annotation: ast.expr | None) -> str | None:
+        """"tensor" for an annotation naming ``torch.Tensor`` (or Optional of it), "host"
+        for numpy arrays, Python numbers, strings and containers; else None."""
+        if annotation is None:
+            return None
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            kinds = {self.value_kind(side) for side in (annotation.left, annotation.right)
+                     if not (isinstance(side, ast.Constant) and side.value is None)}
+            return kinds.pop() if len(kinds) == 1 else None
+        if isinstance(annotation, ast.Subscript):
+            head = (_dotted(annotation.value) or "").rsplit(".", 1)[-1]
+            if head == "Optional":
+                return self.value_kind(annotation.slice)
+            if head in ("list", "List", "tuple", "Tuple", "dict", "Dict", "set", "Set",
+                        "Sequence", "Mapping", "Iterable"):
+                return "host"
+            if head in ("NDArray", "ndarray"):
+                return "host"
+            return None
+        dotted = _dotted(annotation)
+        if dotted is None:
+            return None
+        qual = self.qualify(dotted) or dotted
+        if qual in ("torch.Tensor", "torch.tensor.Tensor"):
+            return "tensor"
+        if qual in ("numpy.ndarray", "numpy.typing.NDArray", "int", "float", "bool", "str",
+                    "list", "tuple", "dict", "set", "bytes"):
+            return "host"
+        return None
+
+    def _constructed(self, value: ast.expr | None) -> str | None:
+        """The class a value is an instance of, when it is built by ``Class(...)`` or a
+        factory classmethod (``Class.make(...)``, ``Class.from_config(...)``)."""
+        if isinstance(value, ast.Call):
+            dotted = _dotted(value.func)
+            if not dotted:
+                return None
+            last = dotted.rsplit(".", 1)[-1]
+            if last[:1].isupper():
+                return self.qualify(dotted)
+            owner, _, method = dotted.rpartition(".")
+            if owner and owner.rsplit(".", 1)[-1][:1].isupper() and (
+                    method in _FACTORY_METHODS or method.startswith(("from_", "create_"))):
+                return self.qualify(owner)
+        return None
+
+    def _index(self, body: list[ast.stmt], cls: dict[str, Any] | None, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                info = {"bases": [self.qualify(_dotted(b)) or (_dotted(b) or "") for b in node.bases],
+                        "attrs": {}, "fields": {}, "line": node.lineno}
+                self.classes.setdefault(prefix + node.name, info)
+                for stmt in node.body:  # class-level annotations: `runner: ModelRunner`
+                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+                        typ = self._type_of(stmt.annotation)
+                        if typ:
+                            info["attrs"].setdefault(stmt.target.id, typ)
+                        kind = self.value_kind(stmt.annotation)
+                        if kind:
+                            info["fields"][stmt.target.id] = kind
+                self._index(node.body, info, prefix + node.name + ".")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.functions[prefix + node.name] = self._function(node, cls)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for attr in ("body", "orelse", "finalbody"):
+                    self._index(getattr(node, attr, []) or [], cls, prefix)
+                for handler in getattr(node, "handlers", []) or []:
+                    self._index(handler.body, cls, prefix)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                  cls: dict[str, Any] | None) -> dict[str, Any]:
+        types: dict[str, str] = {}
+        args = node.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            typ = self._type_of(arg.annotation)
+            if typ:
+                types[arg.arg] = typ
+        calls: list[str] = []
+        loops_call: list[str] = []
+        seen: set[str] = set()
+
+        def add(ref: str, in_loop: bool) -> None:
+            if ref not in seen:
+                seen.add(ref)
+                calls.append(ref)
+            if in_loop and ref not in loops_call:
+                loops_call.append(ref)
+
+        def visit(n: ast.AST, in_loop: bool) -> None:
+            for child in ast.iter_child_nodes(n):
+                if isinstance(child, ast.If):
+                    # A block behind a debug flag, a capture or another platform does not
+                    # make what it calls hot.
+                    quiet_body, quiet_else = guard_of(child.test)
+                    visit_expr(child.test, in_loop)
+                    for stmt in child.body if not quiet_body else ():
+                        visit_stmt(stmt, in_loop)
+                    for stmt in child.orelse if not quiet_else else ():
+                        visit_stmt(stmt, in_loop)
+                    continue
+                loop = in_loop or isinstance(child, (ast.For, ast.AsyncFor, ast.While))
+                if isinstance(child, (ast.Assign, ast.AnnAssign)):
+                    value = child.value
+                    typ = self._constructed(value)
+                    if isinstance(child, ast.AnnAssign):
+                        typ = self._type_of(child.annotation) or typ
+                    targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+                    for target in targets:
+                        if isinstance(target, ast.Name):
+                            if typ:
+                                types[target.id] = typ
+                            elif isinstance(value, ast.Name) and value.id in types:
+                                types[target.id] = types[value.id]
+                        elif cls is not None and isinstance(target, ast.Attribute) and \
+                                isinstance(target.value, ast.Name) and target.value.id == "self":
+                            found = typ or (types.get(value.id) if isinstance(value, ast.Name) else None)
+                            if found:
+                                cls["attrs"].setdefault(target.attr, found)
+                            elif isinstance(value, ast.Attribute) and \
+                                    isinstance(value.value, ast.Name) and value.value.id == "self":
+                                # self.update = self.update_decode: a method chosen at run time
+                                aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
+                                if value.attr not in aliases:
+                                    aliases.append(value.attr)
+                if isinstance(child, ast.Call):
+                    ref = self._call_ref(child.func, types)
+                    if ref:
+                        add(ref, loop)
+                visit(child, loop)
+
+        def visit_expr(expr: ast.AST, in_loop: bool) -> None:
+            wrapper = ast.Expr(expr)
+            visit(wrapper, in_loop)
+
+        def visit_stmt(stmt: ast.AST, in_loop: bool) -> None:
+            visit(ast.Module([stmt], []), in_loop)
+
+        visit(node, False)
+        out = {"line": node.lineno, "calls": calls, "loop_calls": loops_call}
+        returns = self.value_kind(node.returns)
+        if returns:
+            out["returns"] = returns
+        return out
+
+    def _call_ref(self, func: ast.expr, types: Mapping[str, str]) -> str | None:
+        if isinstance(func, ast.Name):
+            qual = self.qualify(func.id)
+            return f"Q:{qual}" if qual else None
+        if not isinstance(func, ast.Attribute):
+            return None
+        value, name = func.value, func.attr
+        if isinstance(value, ast.Name):
+            if value.id in ("self", "cls"):
+                return f"S:{name}"
+            if value.id in types:
+                return f"T:{types[value.id]}:{name}"
+            qual = self.qualify(value.id)
+            if qual:
+                return f"Q:{qual}.{name}"
+            return f"M:{name}"
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+                value.func.id == "super":
+            return f"S:{name}"
+        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and \
+                value.value.id == "self":
+            return f"A:{value.attr}:{name}"
+        dotted = _dotted(value)
+        if dotted:
+            qual = self.qualify(dotted)
+            if qual and qual.startswith("torch.ops."):
+                return f"F:{name}"  # a custom op: registered under its function's name
+            if qual and not dotted.split(".", 1)[0] in types:
+                return f"Q:{qual}.{name}"
+        return f"M:{name}"
+
+
+def summarise(text: str, module: str, is_package: bool = False) -> dict[str, Any] | None:
+    """The summary of a module's source, or None when it does not parse."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    try:
+        return _Summariser(tree, module, is_package).summary()
+    except RecursionError:
+        return None
+
+
+# The index ------------------------------------------------------------------------------
+@dataclass
+class ModuleEntry:
+    """One module of the project."""
+
+    name: str
+    rel: str  # path relative to the project root (POSIX)
+    digest: str
+    summary: dict[str, Any] | None
+
+
+@dataclass
+class ProjectIndex:
+    """Every module of a project, summarised."""
+
+    root: Path
+    modules: dict[str, ModuleEntry] = field(default_factory=dict)  # module name -> entry
+    by_rel: dict[str, ModuleEntry] = field(default_factory=dict)
+    summarised: int = 0  # summaries computed (not taken from the cache) in this run
+
+    def add(self, entry: ModuleEntry) -> None:
+        """Add one module (the first file of a module name wins)."""
+        self.modules.setdefault(entry.name, entry)
+        self.by_rel[entry.rel] = entry
+
+
+def digest_of(data: bytes) -> str:
+    """The content hash a summary is cached under."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class IndexCache:
+    """Summaries by content hash, in one JSON file (data only, never code)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.file = None if folder is None else folder / f"index-v{SUMMARY_VERSION}.json"
+        self.entries: dict[str, Any] = {}
+        self.used: dict[str, Any] = {}
+        self.dirty = False
+        if self.file is not None and not folder.is_symlink():
+            try:
+                with open(self.file, encoding="utf-8") as handle:
+                    data = json.load(handle)
+                if isinstance(data, dict) and data.get("version") == SUMMARY_VERSION and \
+                        isinstance(data.get("summaries"), dict):
+                    self.entries = data["summaries"]
+            except (OSError, ValueError, UnicodeDecodeError):
+                self.entries = {}
+
+    def get(self, key: str) -> Any:
+        value = self.entries.get(key)
+        if value is not None and _valid_summary(value.get("s") if isinstance(value, dict) else None):
+            self.used[key] = value
+            return value["s"]
+        return None
+
+    def put(self, key: str, summary: Any) -> None:
+        self.used[key] = {"s": summary}
+        self.dirty = True
+
+    def save(self) -> None:
+        if self.file is None or not (self.dirty or len(self.used) != len(self.entries)):
+            return
+        folder = self.file.parent
+        try:
+            if folder.is_symlink():
+                return
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-index-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    json.dump({"version": SUMMARY_VERSION, "summaries": self.used}, handle,
+                              separators=(",", ":"))
+                os.replace(tmp, self.file)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        except OSError:
+            pass  # a cache that cannot be written is not an error
+
+
+def _valid_summary(value: Any) -> bool:
+    """A cached summary has the shape this version writes (anything else is recomputed)."""
+    if value is None:
+        return True  # a file that does not parse
+    if not isinstance(value, dict):
+        return False
+    imports, classes, functions = value.get("imports"), value.get("classes"), value.get("functions")
+    if not (isinstance(imports, dict) and isinstance(classes, dict) and isinstance(functions, dict)):
+        return False
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in imports.items()):
+        return False
+    if not isinstance(value.get("names"), list):
+        return False
+    for info in classes.values():
+        if not (isinstance(info, dict) and isinstance(info.get("bases"), list)
+                and isinstance(info.get("attrs"), dict)):
+            return False
+    for info in functions.values():
+        if not (isinstance(info, dict) and isinstance(info.get("calls"), list)
+                and isinstance(info.get("loop_calls"), list) and isinstance(info.get("line"), int)):
+            return False
+    return True
+
+
+# The link phase ---------------------------------------------------------------------------
+@dataclass
+class HotFacts:
+    """What the link phase found: per module, each hot function's chain."""
+
+    hot: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # rel -> qualname -> chain
+    is_module_class: set[str] = field(default_factory=set)  # qualified names of nn.Module classes
+    # Attribute names that the project's classes declare only as torch.Tensor fields, and
+    # method names that every definition in the project annotates as returning one.
+    tensor_fields: frozenset[str] = frozenset()
+    tensor_returns: frozenset[str] = frozenset()
+    names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
+
+    def for_file(self, rel: str) -> dict[str, list[str]]:
+        """The hot functions of one file (relative path) and their chains."""
+        return self.hot.get(rel, {})
+
+    linker: Any = field(default=None, repr=False)
+
+    def devices_for(self, rel: str) -> dict[str, Any]:
+        """The device facts one file reads: the tensor fields and tensor-returning methods
+        among the names it spells, and the declared fields (tensor or host) of the project
+        classes it imports or defines, by the name the file knows them by."""
+        names = self.names.get(rel, frozenset())
+        out: dict[str, Any] = {"fields": sorted(names & self.tensor_fields),
+                               "returns": sorted(names & self.tensor_returns)}
+        classes = self.linker.fields_seen_from(rel) if self.linker is not None else {}
+        if classes:
+            out["classes"] = classes
+        return out
+
+    def digest(self, rel: str) -> str:
+        """What the file's checked result depends on, beyond its own text."""
+        facts = self.hot.get(rel) or {}
+        text = json.dumps([sorted(facts.items()), self.devices_for(rel)], separators=(",", ":"))
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+class Linker:
+    """Links the summaries of a project's modules into hot paths."""
+
+    def __init__(self, index: ProjectIndex, packs: PackData) -> None:
+        from reviewbot.analysis.gpu import _matches
+
+        self.matches = _matches
+        self.index = index
+        self.packs = packs
+        # qualified name -> (module entry, local qualname)
+        self.functions: dict[str, tuple[ModuleEntry, str]] = {}
+        self.classes: dict[str, tuple[ModuleEntry, str, dict[str, Any]]] = {}
+        self.by_method: dict[str, list[str]] = {}
+        self.by_function: dict[str, list[str]] = {}  # module-level functions by name
+        for name, entry in index.modules.items():
+            summary = entry.summary
+            if not summary:
+                continue
+            for local, info in summary["classes"].items():
+                self.classes[f"{name}.{local}"] = (entry, local, info)
+            for local in summary["functions"]:
+                qual = f"{name}.{local}"
+                self.functions[qual] = (entry, local)
+                owner, _, method = local.rpartition(".")
+                if owner and f"{name}.{owner}" in self.classes:
+                    self.by_method.setdefault(method, []).append(qual)
+                elif not owner:
+                    self.by_function.setdefault(local, []).append(qual)
+        self.subclasses: dict[str, list[str]] = {}
+        for qual, (entry, local, info) in self.classes.items():
+            for base in info["bases"]:
+                resolved = self.resolve_class(base)
+                if resolved:
+                    self.subclasses.setdefault(resolved, []).append(qual)
+        self._mro_cache: dict[str, list[str]] = {}
+        self._module_cache: dict[str, bool] = {}
+
+    # Names ---------------------------------------------------------------------------
+    def _follow(self, qual: str, table: Mapping[str, Any], depth: int = 0) -> str | None:
+        """``qual`` if it is in ``table``, else through re-exports (``from .x import y``)."""
+        if qual in table:
+            return qual
+        if depth > 6:
+            return None
+        module, _, rest = qual.rpartition(".")
+        # Find the longest prefix that is a module, and look its name up in its imports.
+        parts = qual.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            mod = ".".join(parts[:cut])
+            entry = self.index.modules.get(mod)
+            if entry is None or not entry.summary:
+                continue
+            head, tail = parts[cut], parts[cut + 1:]
+            target = entry.summary["imports"].get(head)
+            if target is None:
+                return None
+            return self._follow(".".join([target, *tail]), table, depth + 1)
+        del module, rest
+        return None
+
+    def resolve_class(self, qual: str) -> str | None:
+        """The qualified name of a class defined in the project, or None."""
+        return self._follow(qual, self.classes) if qual else None
+
+    def resolve_function(self, qual: str) -> str | None:
+        """A function or method defined in the project (``mod.f``, ``mod.Class.m``)."""
+        found = self._follow(qual, self.functions)
+        if found:
+            return found
+        owner, _, method = qual.rpartition(".")
+        cls = self.resolve_class(owner)
+        if cls:
+            return self.method_of(cls, method)
+        return None
+
+    def mro(self, cls: str) -> list[str]:
+        """The class and its project bases, nearest first (bounded)."""
+        cached = self._mro_cache.get(cls)
+        if cached is not None:
+            return cached
+        order: list[str] = []
+        queue = deque([cls])
+        while queue and len(order) < 32:
+            current = queue.popleft()
+            if current in order:
+                continue
+            order.append(current)
+            info = self.classes.get(current)
+            if info is None:
+                continue
+            for base in info[2]["bases"]:
+                resolved = self.resolve_class(base)
+                if resolved and resolved not in order:
+                    queue.append(resolved)
+        self._mro_cache[cls] = order
+        return order
+
+    def method_of(self, cls: str, name: str) -> str | None:
+        """``cls.name`` where it is defined: the class or a project base."""
+        for klass in self.mro(cls):
+            qual = f"{klass}.{name}"
+            if qual in self.functions:
+                return qual
+        return None
+
+    def methods_of(self, cls: str, name: str) -> list[str]:
+        """The method ``cls.name`` resolves to, or the methods an attribute of that name
+        is set to (``self.update = self.update_decode``)."""
+        found = self.method_of(cls, name)
+        out: list[str] = [found] if found else []
+        for klass in self.mro(cls):
+            info = self.classes.get(klass)
+            for alias in (info[2].get("aliases", {}).get(name, ()) if info else ()):
+                target = self.method_of(cls, alias)
+                if target and target not in out:
+                    out.append(target)
+        return out
+
+    def attr_type(self, cls: str, attr: str) -> str | None:
+        """The class of ``self.attr`` in ``cls`` (or a base)."""
+        for klass in self.mro(cls):
+            info = self.classes.get(klass)
+            if info is not None:
+                typ = info[2]["attrs"].get(attr)
+                if typ:
+                    return self.resolve_class(typ) or None
+        return None
+
+    def class_fields(self, cls: str) -> dict[str, str]:
+        """The fields a class (and its project bases) declares as tensor or host values."""
+        merged: dict[str, str] = {}
+        for klass in reversed(self.mro(cls)):
+            info = self.classes.get(klass)
+            if info is not None:
+                merged.update(info[2].get("fields", {}))
+        return merged
+
+    def fields_seen_from(self, rel: str) -> dict[str, dict[str, str]]:
+        """Declared fields of the classes a module imports (keyed by the imported name's
+        qualified spelling) or defines (keyed ``local:Name``)."""
+        entry = self.index.by_rel.get(rel)
+        if entry is None or not entry.summary:
+            return {}
+        out: dict[str, dict[str, str]] = {}
+        for target in set(entry.summary["imports"].values()):
+            cls = self.resolve_class(target)
+            if cls:
+                fields = self.class_fields(cls)
+                if fields:
+                    out[target] = fields
+        for local in entry.summary["classes"]:
+            fields = self.class_fields(f"{entry.name}.{local}")
+            if fields:
+                out["local:" + local] = fields
+        return out
+
+    def is_module_class(self, cls: str) -> bool:
+        """Whether a project class is an ``nn.Module`` (through bases in any module)."""
+        cached = self._module_cache.get(cls)
+        if cached is not None:
+            return cached
+        self._module_cache[cls] = False  # cycles
+        result = False
+        info = self.classes.get(cls)
+        if info is not None:
+            for base in info[2]["bases"]:
+                last = base.rsplit(".", 1)[-1]
+                if base in ("torch.nn.Module", "torch.nn.modules.module.Module") or \
+                        self.matches(last, self.packs.module_classes):
+                    result = True
+                    break
+                resolved = self.resolve_class(base)
+                if resolved and self.is_module_class(resolved):
+                    result = True
+                    break
+        self._module_cache[cls] = result
+        return result
+
+    def owner(self, qual: str) -> str | None:
+        """The class a method belongs to."""
+        entry, local = self.functions[qual]
+        owner, _, _ = local.rpartition(".")
+        cls = f"{entry.name}.{owner}" if owner else None
+        return cls if cls in self.classes else None
+
+    def callees(self, qual: str) -> list[str]:
+        """The project functions a function calls."""
+        entry, local = self.functions[qual]
+        info = entry.summary["functions"][local]
+        cls = self.owner(qual)
+        out: list[str] = []
+        for ref in info["calls"]:
+            out.extend(self._resolve_ref(ref, cls))
+        return out
+
+    def _resolve_ref(self, ref: str, cls: str | None) -> list[str]:
+        kind, _, rest = ref.partition(":")
+        if kind == "S":
+            # In a function outside a class, `self` is an object fetched at run time.
+            return self.methods_of(cls, rest) if cls is not None else self._by_name(rest)
+        if kind == "F":
+            candidates = self.by_function.get(rest, ())
+            return list(candidates) if 0 < len(candidates) <= MAX_NAME_CANDIDATES else []
+        if kind == "Q":
+            found = self.resolve_function(rest)
+            return [found] if found else []
+        if kind == "T":
+            typ, _, name = rest.rpartition(":")
+            resolved = self.resolve_class(typ)
+            if resolved:
+                return self.methods_of(resolved, name)
+            return self._by_name(name)
+        if kind == "A":
+            attr, _, name = rest.partition(":")
+            typ = self.attr_type(cls, attr) if cls else None
+            if typ:
+                return self.methods_of(typ, name)
+            return self._by_name(name)
+        if kind == "M":
+            return self._by_name(rest)
+        return []
+
+    def _by_name(self, name: str) -> list[str]:
+        """The project's methods of this name, when few, or all implementations of one
+        interface (every one inherits the name from the same project class)."""
+        if name in _COMMON_METHODS or name.startswith("__") or len(name) < 4:
+            return []
+        candidates = self.by_method.get(name, ())
+        if 0 < len(candidates) <= MAX_NAME_CANDIDATES:
+            return list(candidates)
+        if not candidates or len(candidates) > MAX_INTERFACE_IMPLEMENTATIONS:
+            return []
+        tops = set()
+        for qual in candidates:
+            owner = self.owner(qual)
+            if owner is None:
+                return []
+            top = owner
+            for klass in self.mro(owner)[1:]:
+                if f"{klass}.{name}" in self.functions:
+                    top = klass
+            tops.add(top)
+            if len(tops) > 1:
+                return []
+        return list(candidates)
+
+    def overrides(self, qual: str) -> list[str]:
+        """The same method in the subclasses of its class (any depth, bounded)."""
+        cls = self.owner(qual)
+        if cls is None:
+            return []
+        name = qual.rpartition(".")[2]
+        out, queue, seen = [], deque(self.subclasses.get(cls, ())), set()
+        while queue and len(seen) < 256:
+            sub = queue.popleft()
+            if sub in seen:
+                continue
+            seen.add(sub)
+            own = f"{sub}.{name}"
+            if own in self.functions:
+                out.append(own)
+            queue.extend(self.subclasses.get(sub, ()))
+        return out
+
+    # Hot paths ----------------------------------------------------------------------
+    def is_startup(self, qual: str) -> bool:
+        local = self.functions[qual][1]
+        return self.matches(local, self.packs.startup_functions)
+
+    def is_entry(self, qual: str) -> str | None:
+        """Why a function is an entry point, or None."""
+        entry, local = self.functions[qual]
+        if self.matches(local, self.packs.hot_path_entry_points):
+            return local
+        owner = self.owner(qual)
+        name = local.rpartition(".")[2]
+        if owner and name in self.packs.module_entry_points and self.is_module_class(owner):
+            return local
+        loop_patterns = self.packs.loop_callees
+        if loop_patterns:
+            info = entry.summary["functions"][local]
+            summary = entry.summary
+            for ref in info["loop_calls"]:
+                kind, _, rest = ref.partition(":")
+                name_called = rest.rsplit(":", 1)[-1] if kind in ("T", "A") else rest
+                if kind == "S":
+                    name_called = "self." + rest
+                if kind == "A":
+                    name_called = "self." + rest.replace(":", ".")
+                if self.matches(name_called, loop_patterns):
+                    return f"{local} (a loop calling {name_called})"
+            del summary
+        return None
+
+    def link(self) -> HotFacts:
+        """Hot functions of every module, with the chain from an entry point."""
+        chains: dict[str, list[str]] = {}
+        queue: deque[str] = deque()
+        for qual in self.functions:
+            why = self.is_entry(qual)
+            if why is not None and not self.is_startup(qual):
+                chains[qual] = [why]
+                queue.append(qual)
+        while queue:
+            qual = queue.popleft()
+            chain = chains[qual]
+            if len(chain) >= MAX_LINK_DEPTH:
+                continue
+            for callee in (*self.callees(qual), *self.overrides(qual)):
+                if callee in chains or self.is_startup(callee):
+                    continue
+                chains[callee] = [*chain, self._display(callee, qual)]
+                queue.append(callee)
+        facts = HotFacts(linker=self)
+        field_kinds: dict[str, set[str]] = {}
+        return_kinds: dict[str, set[str]] = {}
+        for entry in self.index.modules.values():
+            summary = entry.summary
+            if not summary:
+                continue
+            facts.names[entry.rel] = frozenset(summary.get("names", ()))
+            for info in summary["classes"].values():
+                for name, kind in info.get("fields", {}).items():
+                    field_kinds.setdefault(name, set()).add(kind)
+            for local, info in summary["functions"].items():
+                name = local.rpartition(".")[2]
+                return_kinds.setdefault(name, set()).add(info.get("returns", ""))
+        facts.tensor_fields = frozenset(n for n, kinds in field_kinds.items() if kinds == {"tensor"})
+        facts.tensor_returns = frozenset(n for n, kinds in return_kinds.items()
+                                         if kinds == {"tensor"} and not n.startswith("__"))
+        for qual, chain in chains.items():
+            entry, local = self.functions[qual]
+            facts.hot.setdefault(entry.rel, {})[local] = chain
+        facts.is_module_class = {c for c in self.classes if self._module_cache.get(c)}
+        return facts
+
+    def _display(self, callee: str, caller: str) -> str:
+        entry, local = self.functions[callee]
+        if self.functions[caller][0] is entry:
+            return local
+        return f"{local} ({entry.rel})"
+
+
+def build_index(root: Path, files: Iterable[Path], cache: IndexCache,
+                summarise_many: Any = None) -> ProjectIndex:
+    """Summarise every file (from the cache where its content is unchanged).
+
+    ``summarise_many``: a callable mapping [(text, module, is_package)] to summaries, so a
+    caller can spread the work over processes; by default they are computed here."""
+    from reviewbot.source import UnreadableSource, decode, read_bytes
+
+    index = ProjectIndex(root)
+    tops: dict[Path, Path] = {}
+    todo: list[tuple[ModuleEntry, str, bool]] = []
+    for path in files:
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+        try:
+            data = read_bytes(str(path))
+        except UnreadableSource:
+            continue
+        digest = digest_of(data)
+        name = module_name(path, tops, root)
+        entry = ModuleEntry(name, rel, digest, None)
+        cached = cache.get(digest + ":" + name)
+        if cached is not None or (digest + ":" + name) in cache.used:
+            entry.summary = cached
+        else:
+            try:
+                text = decode(data).text
+            except UnreadableSource:
+                text = None
+            if text is not None:
+                todo.append((entry, text, path.name == "__init__.py"))
+        index.add(entry)
+    if todo:
+        jobs = [(text, entry.name, is_pkg) for entry, text, is_pkg in todo]
+        results = summarise_many(jobs) if summarise_many else [summarise(*job) for job in jobs]
+        for (entry, _, _), summary in zip(todo, results):
+            entry.summary = summary
+            cache.put(entry.digest + ":" + entry.name, summary)
+        index.summarised = len(todo)
+    return index

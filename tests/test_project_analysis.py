@@ -1,0 +1,384 @@
+"""The project index and the link phase: hot paths and devices across modules."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reviewbot.analysis.project import (IndexCache, Linker, build_index, module_name,
+                                        project_root, summarise)
+from reviewbot.packs import load_packs
+
+
+def write_project(root: Path, files: dict[str, str], config: str = "") -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text("[tool.reviewbot]\n" + config, encoding="utf-8")
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def sync_findings(run_cli, root: Path, *paths: str, extra: tuple[str, ...] = ()) -> list[dict]:
+    result = run_cli(["check", *(paths or (".",)), "--output-format", "json", "--select", "RB1",
+                      *extra], cwd=root)
+    assert result.code in (0, 1), result.err
+    return json.loads(result.out)
+
+
+RUNNER = """
+    import torch
+    from engine.ops import apply_penalties
+
+    class ModelRunner:
+        def __init__(self):
+            self.buf = torch.zeros(8, device="cuda")
+
+        def execute_model(self, batch):
+            return apply_penalties(self.buf)
+"""
+
+OPS = """
+    import torch
+    def apply_penalties(logits):
+        counts = torch.ones(4, device="cuda")
+        return counts.tolist()
+"""
+
+
+def test_a_helper_in_another_module_is_hot_through_its_caller(tmp_path, run_cli):
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    found = sync_findings(run_cli, root)
+    assert [(f["code"], f["path"], f["line"]) for f in found] == [("RB101", "engine/ops.py", 5)]
+    assert "ModelRunner.execute_model -> apply_penalties (engine/ops.py)" in found[0]["message"]
+    # Only the helper's file is given (as pre-commit does): the index still reads the caller.
+    assert len(sync_findings(run_cli, root, "engine/ops.py")) == 1
+
+
+def test_editing_the_caller_changes_the_findings_of_the_callee(tmp_path, run_cli):
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    assert len(sync_findings(run_cli, root)) == 1  # fills the cache
+    (root / "engine/runner.py").write_text(textwrap.dedent(RUNNER).replace(
+        "return apply_penalties(self.buf)", "return self.buf"), encoding="utf-8")
+    assert sync_findings(run_cli, root) == []  # ops.py is unchanged, its result is not reused
+    (root / "engine/runner.py").write_text(textwrap.dedent(RUNNER), encoding="utf-8")
+    assert len(sync_findings(run_cli, root)) == 1
+
+
+def test_attributes_inheritance_and_interfaces_carry_hotness(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/runner.py": """
+            import torch
+            import vllm
+            from eng.sampler import Sampler
+            from eng.procs import make_processors
+
+            class ModelRunner:
+                def __init__(self):
+                    self.sampler = Sampler()
+                    self.procs = make_processors()
+
+                def execute_model(self, logits: torch.Tensor):
+                    out = torch.zeros(4, device="cuda")
+                    for proc in self.procs:
+                        proc.apply_logits(out)
+                    return self.sampler.sample_ids(out)
+        """,
+        "eng/sampler.py": """
+            import torch
+
+            class Sampler:
+                def sample_ids(self, logits: torch.Tensor):
+                    return logits.argmax(-1).tolist()
+        """,
+        "eng/procs.py": """
+            import torch
+
+            class LogitsProc:
+                def apply_logits(self, logits: torch.Tensor):
+                    raise NotImplementedError
+
+            class MinTokens(LogitsProc):
+                def apply_logits(self, logits: torch.Tensor):
+                    if logits.sum() > 0:
+                        pass
+
+            class BadWords(LogitsProc):
+                def apply_logits(self, logits: torch.Tensor):
+                    return logits.max().item()
+
+            class Bias(LogitsProc):
+                def apply_logits(self, logits):
+                    return logits
+
+            class Temperature(LogitsProc):
+                def apply_logits(self, logits):
+                    return logits
+
+            def make_processors():
+                return [MinTokens(), BadWords(), Bias(), Temperature()]
+        """,
+    })
+    found = {(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)}
+    assert found == {("eng/sampler.py", 6, "RB101"), ("eng/procs.py", 10, "RB104"),
+                     ("eng/procs.py", 15, "RB102")}
+
+
+def test_start_up_functions_stop_the_link(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "e/__init__.py": "",
+        "e/runner.py": """
+            import torch
+            from e.warm import profile_run
+
+            class ModelRunner:
+                def execute_model(self):
+                    profile_run(torch.zeros(2, device="cuda"))
+        """,
+        "e/warm.py": """
+            def profile_run(x):
+                return x.tolist()
+        """,
+    })
+    assert sync_findings(run_cli, root) == []
+
+
+def test_import_cycles_and_recursion_end(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "c/__init__.py": "",
+        "c/a.py": """
+            import torch
+            from c.b import pong
+
+            class ModelRunner:
+                def execute_model(self):
+                    return ping(torch.ones(2, device="cuda"), 3)
+
+            def ping(x, n):
+                return pong(x, n - 1) if n else x.tolist()
+        """,
+        "c/b.py": """
+            from c.a import ping
+
+            def pong(x, n):
+                x.item()
+                return ping(x, n)
+        """,
+        "c/broken.py": "def f(:\n",
+    })
+    found = sync_findings(run_cli, root, extra=("--select", "RB0,RB1"))
+    codes = {(f["path"], f["code"]) for f in found}
+    assert ("c/broken.py", "RB001") in codes
+    assert ("c/a.py", "RB101") in codes
+
+
+def test_a_file_that_does_not_parse_adds_nothing_to_the_index(tmp_path):
+    assert summarise("def f(:\n", "m") is None
+    root = write_project(tmp_path, {"p/__init__.py": "", "p/ok.py": "def f():\n    g()\n",
+                                    "p/bad.py": "class (:\n"})
+    index = build_index(root, sorted(root.rglob("*.py")), IndexCache(None))
+    assert index.modules["p.bad"].summary is None
+    assert index.modules["p.ok"].summary["functions"]["f"]["calls"] == []
+
+
+def test_module_names_and_the_project_root(tmp_path):
+    root = write_project(tmp_path, {"python/pkg/sub/mod.py": "", "src/lib2/x.py": ""})
+    assert project_root([root / "python/pkg/sub/mod.py"]) == root
+    assert module_name(root / "python/pkg/sub/mod.py", root=root) == "pkg.sub.mod"
+    assert module_name(root / "src/lib2/x.py", root=root) == "lib2.x"
+    wheel = tmp_path / "wheel"
+    (wheel / "eng").mkdir(parents=True)
+    (wheel / "eng/__init__.py").write_text("")
+    (wheel / "eng/m.py").write_text("")
+    # No marker above it (tmp_path has one: use a fresh folder chain inside the wheel).
+    assert module_name(wheel / "eng/m.py") == "eng.m"
+
+
+def test_relative_imports_and_re_exports_resolve(tmp_path):
+    root = write_project(tmp_path, {
+        "pkg/__init__.py": "from .impl import Worker\n",
+        "pkg/impl.py": "class Worker:\n    def execute_model(self):\n        helper()\n\n"
+                       "def helper():\n    pass\n",
+        "pkg/user.py": "from pkg import Worker\n\ndef run_step(w: Worker):\n"
+                       "    w.execute_model()\n",
+    })
+    packs = load_packs(("pytorch",), root, None)
+    index = build_index(root, sorted(root.rglob("*.py")), IndexCache(None))
+    linker = Linker(index, packs)
+    assert linker.resolve_class("pkg.Worker") == "pkg.impl.Worker"
+    assert linker.callees("pkg.user.run_step") == ["pkg.impl.Worker.execute_model"]
+    assert linker.callees("pkg.impl.Worker.execute_model") == ["pkg.impl.helper"]
+
+
+def test_the_index_cache_is_data_and_survives_a_damaged_file(tmp_path):
+    root = write_project(tmp_path, {"q/__init__.py": "", "q/m.py": "def f():\n    g()\n"})
+    folder = tmp_path / "cache"
+    cache = IndexCache(folder)
+    build_index(root, sorted(root.rglob("*.py")), cache)
+    cache.save()
+    stored = json.loads(next(folder.glob("index-*.json")).read_text())
+    assert stored["version"] and stored["summaries"]
+    again = build_index(root, sorted(root.rglob("*.py")), IndexCache(folder))
+    assert again.summarised == 0  # everything came from the cache
+    next(folder.glob("index-*.json")).write_text("{not json")
+    assert build_index(root, sorted(root.rglob("*.py")), IndexCache(folder)).summarised == 2
+
+
+ENGINE_FILE = """
+    import torch
+    import vllm
+
+    class ModelRunner:
+        def execute_model(self, lens: torch.Tensor, lens_cpu: torch.Tensor):
+            total = lens.sum().item()
+            host_total = lens_cpu.sum().item()
+            return total, host_total
+"""
+
+
+def test_the_engine_pack_and_the_default_device(tmp_path, run_cli):
+    root = write_project(tmp_path, {"r/__init__.py": "", "r/runner.py": ENGINE_FILE})
+    found = sync_findings(run_cli, root)
+    # `import vllm` picks the vllm pack, whose devices.default is cuda; the *_cpu name is
+    # evidence of the host.
+    assert [(f["code"], f["line"]) for f in found] == [("RB102", 7)]
+    assert "devices.default: cuda" in found[0]["message"]
+    explained = run_cli(["check", "--explain-hot-paths", "."], cwd=root)
+    assert "vllm" in explained.out
+    off = write_project(tmp_path / "off", {"r/__init__.py": "", "r/runner.py": ENGINE_FILE},
+                        "engine-packs = false\n")
+    assert sync_findings(run_cli, off) == []
+    on = write_project(tmp_path / "on", {"r/__init__.py": "", "r/runner.py": ENGINE_FILE.replace(
+        "import vllm", "")}, "engine-packs = false\ndevices = { default = \"cuda\" }\n")
+    assert [f["line"] for f in sync_findings(run_cli, on)] == [7]
+
+
+@pytest.mark.parametrize("value", ["\"gpu\"", "3"])
+def test_a_bad_default_device_is_a_configuration_error(tmp_path, run_cli, value):
+    root = write_project(tmp_path, {"m.py": "x = 1\n"}, f"devices = {{ default = {value} }}\n")
+    result = run_cli(["check", "."], cwd=root)
+    assert result.code == 2 and "devices.default" in result.err and "Traceback" not in result.err
+
+
+GUARDED = """
+    import os
+    import torch
+    import vllm
+    from vllm import envs
+
+    class ModelRunner:
+        def execute_model(self, x: torch.Tensor):
+            if envs.VLLM_DEBUG_NANS:
+                x.isnan().sum().item()
+            if self.in_capture:
+                x.tolist()
+            if current_platform.is_xpu():
+                torch.xpu.synchronize()
+            if self._scale is None:
+                self._scale = x.max().item()
+            self.timed(x)
+            return x.sum().item()
+
+        def timed(self, x: torch.Tensor):
+            if not self.should_time:
+                return
+            torch.cuda.synchronize()
+"""
+
+
+def test_debug_capture_platform_and_once_only_blocks_are_not_per_step(tmp_path, run_cli):
+    root = write_project(tmp_path, {"g/__init__.py": "", "g/runner.py": GUARDED})
+    found = sync_findings(run_cli, root)
+    assert [(f["code"], f["line"]) for f in found] == [("RB102", 18)]
+
+
+def test_declared_fields_paired_buffers_and_aliases(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/batch.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Batch:
+                seq_lens: torch.Tensor
+                req_ids: list[int]
+                done_mask: torch.Tensor
+        """,
+        "s/backend.py": """
+            import torch
+            import sglang
+            from s.batch import Batch
+
+            class Updater:
+                def __init__(self, sliding):
+                    if sliding:
+                        self.update = self.update_sliding
+                    else:
+                        self.update = self.update_plain
+
+                def update(self, batch):
+                    raise NotImplementedError
+
+                def update_sliding(self, batch: Batch):
+                    return batch.seq_lens.max().item()
+
+                def update_plain(self, batch: Batch):
+                    ids = batch.req_ids.tolist()
+                    kept = batch.seq_lens[batch.done_mask]
+                    return ids, kept, self.buffers.np.tolist(), self.buffers.gpu.tolist()
+
+            class TritonAttnBackend:
+                def __init__(self):
+                    self.updater = Updater(True)
+
+                def init_forward_metadata(self, batch: Batch):
+                    self.updater.update(batch)
+        """,
+    })
+    found = {(f["line"], f["code"]) for f in sync_findings(run_cli, root)}
+    assert found == {(17, "RB102"), (21, "RB104"), (22, "RB101")}
+
+
+def test_explain_says_why(tmp_path, run_cli):
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    result = run_cli(["explain", "engine/ops.py:5"], cwd=root)
+    assert result.code == 0, result.err
+    assert "hot, through ModelRunner.execute_model -> apply_penalties (engine/ops.py)" in result.out
+    assert "counts -> cuda" in result.out and "allocated on" in result.out
+    cold = run_cli(["explain", "engine/runner.py:6"], cwd=root)
+    assert "start-up code" in cold.out
+    for bad in ("engine/ops.py", "engine/ops.py:0", "engine/ops.py:99", "nope.py:1"):
+        result = run_cli(["explain", bad], cwd=root)
+        assert result.code == 2 and result.err.count("\n") == 1, (bad, result.err)
+
+
+def test_custom_ops_reach_the_function_they_register(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "k/__init__.py": "",
+        "k/layer.py": """
+            import torch
+            from torch import nn
+
+            class Mixer(nn.Module):
+                def forward(self, x):
+                    torch.ops.k.mixer_op(x)
+
+            def mixer_op(x):
+                self = lookup()
+                self.mixer_forward(x)
+
+            class Impl:
+                def mixer_forward(self, x: torch.Tensor):
+                    return torch.zeros(3, device="cuda").tolist()
+        """,
+    })
+    assert [f["line"] for f in sync_findings(run_cli, root)] == [15]
