@@ -15,6 +15,7 @@ from typing import Any, Sequence, TextIO
 
 from reviewbot import __version__
 from reviewbot.errors import ReviewbotError
+from reviewbot.textsafe import line_start, printable
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -25,7 +26,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _codes(value: str) -> list[str]:
-    return [c.strip() for c in value.split(",") if c.strip()]
+    codes = [c.strip() for c in value.split(",") if c.strip()]
+    if not codes:
+        raise argparse.ArgumentTypeError(f"expected comma-separated rule codes or prefixes, "
+                                         f"got {value!r}")
+    return codes
 
 
 def _option(value: str) -> tuple[str, str, Any]:
@@ -91,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write the fixes into the files instead of printing a diff")
     fix.add_argument("--unsafe-fixes", action="store_true",
                      help="include fixes marked unsafe ([~] in the report)")
+    fix.add_argument("--include-read-only", action="store_true",
+                     help="with --apply, also rewrite files without write permission "
+                          "(skipped with a warning otherwise)")
     _add_run_options(fix)
 
     review = sub.add_parser(
@@ -112,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--docstring-threshold", type=float, default=None, metavar="PERCENT",
                         help="RB301's threshold for the changed definitions")
     review.add_argument("--config", metavar="FILE")
+    review.add_argument("--config-from", choices=("head", "base"), default="head",
+                        help="read the configuration (and rule packs given by path) from the "
+                             "pull request's head checkout, or from its base commit through "
+                             "the API, so that the pull request cannot change its own review "
+                             "(default: head)")
 
     verify = sub.add_parser(
         "verify", help="prove fixed readbacks return the same and stop stalling (GPU)",
@@ -174,7 +187,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="neither read nor write the cache")
     parser.add_argument("--cache-dir", metavar="DIR",
-                        help="cache folder (default: .reviewbot_cache beside the configuration)")
+                        help="cache folder (default: .reviewbot_cache at the project root: "
+                             "the configuration's folder, else the git root)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="say where the configuration, the cache and the workers come from")
 
 
 def _open_report(path: str | None) -> TextIO | None:
@@ -242,13 +258,14 @@ class _Run:
     paths: list[str]
     cwd: Path
     cache: Any
+    roots: tuple[Path, ...] = ()
 
 
 def _prepare(args: argparse.Namespace) -> _Run:
     """Read the configuration and the packs, and find the files (exit 2 on bad input)."""
     from reviewbot.cache import CACHE_DIR_NAME, ResultCache
     from reviewbot.config import Overrides, load_config
-    from reviewbot.discovery import discover
+    from reviewbot.discovery import allowed_roots, discover, project_root
     from reviewbot.packs import load_packs
 
     cwd = Path.cwd()
@@ -274,11 +291,27 @@ def _prepare(args: argparse.Namespace) -> _Run:
     packs = load_packs(config.rule_packs, config.root, config.source,
                        config.key_prefix + "rule-packs")
     files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
+    root = project_root(paths, config, cwd)
     cache = None
     if not args.no_cache:
-        folder = Path(args.cache_dir) if args.cache_dir else config.root / CACHE_DIR_NAME
+        folder = Path(args.cache_dir) if args.cache_dir else root / CACHE_DIR_NAME
         cache = ResultCache(folder, config.fingerprint() + repr(packs))
-    return _Run(config, packs, list(files), list(paths), cwd, cache)
+    if getattr(args, "verbose", False):
+        from reviewbot.engine import worker_count
+
+        err = sys.stderr
+        err.write(f"reviewbot: configuration: {printable(config.source or '(defaults)')}\n")
+        err.write(f"reviewbot: project root: {printable(str(root))}\n")
+        err.write(f"reviewbot: cache: {printable(str(cache.folder)) if cache else 'off'}"
+                  f"{'' if cache is None or cache.usable else ' (not used: a link, or no key)'}\n")
+        workers = worker_count(args.jobs, len(files))
+        why = ""
+        if args.jobs is not None and workers < args.jobs:
+            why = (f" (--jobs {args.jobs} clamped to {len(files)} files and "
+                   f"{os.cpu_count() or 1} cores)")
+        err.write(f"reviewbot: {workers} worker process{'es' if workers != 1 else ''}{why}\n")
+    return _Run(config, packs, list(files), list(paths), cwd, cache,
+                allowed_roots(paths, root, cwd))
 
 
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -294,7 +327,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return explain_hot_paths(files, packs, cwd, out)
 
     progress = _Progress(err)
-    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache, progress=progress)
+    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache, progress=progress,
+                    roots=prepared.roots)
     try:
         result = engine.run(files, RunContext(_root_display(paths), args.coverage_report), cwd)
     finally:
@@ -336,7 +370,7 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     config, packs, cwd = prepared.config, prepared.packs, prepared.cwd
     by_shown = {display_path(path, cwd): path for path in prepared.files}
     # One checking pass over everything (parallel, cached) finds the files worth fixing.
-    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache)
+    engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache, roots=prepared.roots)
     result = engine.run(prepared.files, RunContext(_root_display(prepared.paths)), cwd)
     todo = sorted({f.path for f in result.findings if allowed(f.fix, args.unsafe_fixes)
                    and f.path in by_shown})
@@ -350,16 +384,21 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         fixed = fixer.fix_file(path, shown, relative_to_root(path, config.root))
         if fixed.error is not None:
             failures += 1
-            err.write(f"reviewbot: warning: {shown}: {fixed.error}\n")
+            err.write(f"reviewbot: warning: {printable(shown)}: {printable(fixed.error)}\n")
             continue
         if not fixed.changed:
             continue
         if args.apply:
+            if not args.include_read_only and not _writable(path):
+                failures += 1
+                err.write(f"reviewbot: warning: {printable(shown)}: is read-only; not "
+                          "rewritten (--include-read-only rewrites it)\n")
+                continue
             try:
                 write_atomic(path, fixed)
             except FixError as exc:
                 failures += 1
-                err.write(f"reviewbot: warning: {exc}\n")
+                err.write(f"reviewbot: warning: {printable(str(exc))}\n")
                 continue
         else:
             out.write(fixed.diff())
@@ -383,6 +422,17 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_FINDINGS if fixes or failures else EXIT_CLEAN
 
 
+def _writable(path: Path) -> bool:
+    """Whether the file's mode lets its owner (or us) write it."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return bool(mode & stat.S_IWUSR) and os.access(path, os.W_OK)
+
+
 def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot review``."""
     import importlib.util
@@ -394,7 +444,8 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     from reviewbot.github.review import Settings, run_review
 
     settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
-                        args.docstring_threshold, tuple(args.paths), args.config)
+                        args.docstring_threshold, tuple(args.paths), args.config,
+                        args.config_from)
     return run_review(settings, out, err)
 
 
@@ -442,7 +493,7 @@ def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO)
             continue  # `reviewbot check` reports these files
         hot = ModuleAnalyzer(tree, packs, (), text).hot_paths()
         for qualname, chain in hot.items():
-            out.write(f"{shown}: {qualname}  ({' -> '.join(chain)})\n")
+            out.write(line_start(f"{shown}: {qualname}  ({' -> '.join(chain)})") + "\n")
         total += len(hot)
     out.write(f"{total} hot function{'s' if total != 1 else ''} in {len(files)} "
               f"file{'s' if len(files) != 1 else ''}\n")
@@ -534,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "rules":
             return run_rules(args, sys.stdout)
     except ReviewbotError as exc:
-        sys.stderr.write(f"reviewbot: error: {exc}\n")
+        sys.stderr.write(f"reviewbot: error: {printable(str(exc))}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("reviewbot: interrupted\n")
@@ -547,7 +598,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the promise: never a traceback
         if os.environ.get("REVIEWBOT_DEBUG"):
             raise
-        sys.stderr.write(f"reviewbot: internal error: {exc.__class__.__name__}: {exc} "
+        sys.stderr.write(f"reviewbot: internal error: {exc.__class__.__name__}: "
+                         f"{printable(str(exc))} "
                          "(set REVIEWBOT_DEBUG=1 for the traceback)\n")
         return EXIT_ERROR
     parser.error(f"unknown command {args.command!r}")

@@ -240,6 +240,13 @@ def _batches(items: list[FileJob], size: int) -> Iterable[list[FileJob]]:
         yield items[start:start + size]
 
 
+def worker_count(requested: int | None, files: int) -> int:
+    """Worker processes for ``files`` files: what was asked (default, every core), but never
+    more than the files or the cores."""
+    cores = os.cpu_count() or 1
+    return max(1, min(requested or cores, cores, files))
+
+
 class Engine:
     """Checks a list of files with one configuration, in parallel, using the cache."""
 
@@ -247,8 +254,10 @@ class Engine:
                  cache: ResultCache | None = None,
                  rules: Sequence[type[Rule]] = registry.RULES,
                  progress: Callable[[int, int], None] | None = None,
-                 use_triggers: bool = True) -> None:
+                 use_triggers: bool = True, roots: Sequence[Path] = ()) -> None:
         self.use_triggers = use_triggers
+        # Files whose links resolve outside these folders are not read (none: no limit).
+        self.roots = tuple(roots)
         self.config = config
         self.packs = packs
         self.jobs = max(1, jobs or os.cpu_count() or 1)
@@ -258,7 +267,7 @@ class Engine:
 
     def run(self, files: Sequence[Path], run: RunContext, cwd: Path | None = None) -> RunResult:
         """Check ``files`` and finish the run-level rules."""
-        from reviewbot.discovery import display_path, relative_to_root
+        from reviewbot.discovery import display_path, inside, relative_to_root
 
         cwd = cwd or Path.cwd()
         results: dict[str, FileResult] = {}
@@ -266,8 +275,14 @@ class Engine:
         done = 0
         for path in files:
             shown = display_path(path, cwd)
+            if self.roots and not inside(path, self.roots):
+                results[shown] = FileResult(shown, [_file_finding(
+                    UnreadableFile, shown, "Skipped: a symbolic link to a file outside the "
+                    "project")])
+                done += 1
+                continue
             try:
-                data = read_bytes(str(path))
+                data = read_bytes(str(path), self.config.max_file_size)
             except UnreadableSource as exc:
                 results[shown] = FileResult(shown, [_file_finding(UnreadableFile, shown,
                                                                   f"Skipped: {exc}")])
@@ -299,7 +314,8 @@ class Engine:
                total: int) -> Iterable[tuple[str, FileResult]]:
         keys = {job.display: key for key, job in todo}
         jobs = [job for _, job in todo]
-        if self.jobs == 1 or len(jobs) < 4:
+        workers = worker_count(self.jobs, len(jobs))
+        if workers == 1 or len(jobs) < 4:
             checker = Checker(self.config, self.packs, self.rules, self.use_triggers)
             for job in jobs:
                 yield keys[job.display], checker.check(job)
@@ -308,10 +324,10 @@ class Engine:
             return
         # Largest files first, in small batches: the workers finish together.
         jobs = sorted(jobs, key=lambda job: len(job.data), reverse=True)
-        size = max(1, min(16, len(jobs) // (self.jobs * 8) or 1))
+        size = max(1, min(16, len(jobs) // (workers * 8) or 1))
         pending = {job.display: job for job in jobs}
         try:
-            with ProcessPoolExecutor(self.jobs, initializer=_init_worker,
+            with ProcessPoolExecutor(workers, initializer=_init_worker,
                                      initargs=(self.config, self.packs, self.rules, self.use_triggers)) as pool:
                 futures = [pool.submit(_check_batch, batch) for batch in _batches(jobs, size)]
                 for future in as_completed(futures):

@@ -130,6 +130,7 @@ def test_mode_bom_and_encoding_are_kept(tmp_path, run_cli):
 def test_a_symlink_is_not_rewritten(tmp_path, run_cli):
     real = tmp_path / "real.py"
     shutil.copy(BEFORE / "seed_runner.py", real)
+    (tmp_path / ".git").mkdir()  # the project: a link inside it is checked, not rewritten
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "link.py").symlink_to(real)
     result = run_cli(["fix", "--apply", "--no-cache", "sub/link.py"], cwd=tmp_path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ class Settings:
     docstring_threshold: float | None = None
     paths: Sequence[str] = (".",)
     config: str | None = None
+    config_from: str = "head"  # "base": configuration and packs from the base commit
 
 
 @dataclass
@@ -72,20 +74,85 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     coverage: dict[str, Any] | None = None
     summary: str = ""
+    suppressions: list[str] = field(default_factory=list)  # "path:line" added by the PR
+    config_note: str = ""  # where the configuration came from
 
 
-def _event() -> dict[str, Any]:
+@dataclass(frozen=True)
+class Event:
+    """The fields of a pull_request event that a review uses, each checked."""
+
+    repository: str  # owner/name
+    number: int
+    head_sha: str
+    base_sha: str
+
+
+_REPOSITORY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def _field(data: Any, dotted: str) -> Any:
+    value = data
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise ReviewbotError(f"GITHUB_EVENT_PATH: {dotted}: missing (is this a "
+                                 "pull_request or pull_request_target event?)")
+        value = value[part]
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def valid_repository(value: Any, where: str) -> str:
+    """``owner/name`` as GitHub spells them, or a one-line error naming ``where``."""
+    if not isinstance(value, str) or not _REPOSITORY.fullmatch(value) \
+            or value.split("/")[1] in (".", ".."):
+        raise ReviewbotError(f"{where}: expected owner/name, got {_shown(value)}")
+    return value
+
+
+def _event() -> Event:
     path = os.environ.get("GITHUB_EVENT_PATH")
     if not path:
         raise ReviewbotError("GITHUB_EVENT_PATH is not set: `reviewbot review` runs in a "
                              "GitHub Actions job on a pull_request event")
     try:
-        event = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReviewbotError(f"GITHUB_EVENT_PATH: cannot read the event file ({exc})") from None
-    if not isinstance(event, dict) or not isinstance(event.get("pull_request"), dict):
-        raise ReviewbotError("the event is not a pull_request or pull_request_target event")
-    return event
+        with open(path, "rb") as handle:
+            raw = handle.read(16 * 1024 * 1024 + 1)
+        if len(raw) > 16 * 1024 * 1024:
+            raise ValueError("larger than 16 MiB")
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
+            exc.__class__.__name__ if isinstance(exc, RecursionError) else str(exc)
+        raise ReviewbotError(f"GITHUB_EVENT_PATH: cannot read the event file ({reason})") \
+            from None
+    if not isinstance(data, dict) or not isinstance(data.get("pull_request"), dict):
+        raise ReviewbotError("GITHUB_EVENT_PATH: pull_request: missing; the event is not a "
+                             "pull_request or pull_request_target event")
+    number = _field(data, "pull_request.number")
+    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 2 ** 31:
+        raise ReviewbotError(f"GITHUB_EVENT_PATH: pull_request.number: expected a positive "
+                             f"integer, got {_shown(number)}")
+    shas = {}
+    for key in ("pull_request.head.sha", "pull_request.base.sha"):
+        sha = _field(data, key)
+        if not isinstance(sha, str) or not _SHA.fullmatch(sha):
+            raise ReviewbotError(f"GITHUB_EVENT_PATH: {key}: expected a commit SHA (40 hex "
+                                 f"digits), got {_shown(sha)}")
+        shas[key] = sha
+    env_repository = os.environ.get("GITHUB_REPOSITORY")
+    if env_repository:
+        repository = valid_repository(env_repository, "GITHUB_REPOSITORY")
+    else:
+        repository = valid_repository(_field(data, "repository.full_name"),
+                                      "GITHUB_EVENT_PATH: repository.full_name")
+    return Event(repository, number, shas["pull_request.head.sha"],
+                 shas["pull_request.base.sha"])
 
 
 def _token() -> str:
@@ -139,29 +206,28 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
 
     cwd = cwd or Path.cwd()
     event = _event()
-    repository = os.environ.get("GITHUB_REPOSITORY") or \
-        (event.get("repository") or {}).get("full_name")
-    if not repository:
-        raise ReviewbotError("GITHUB_REPOSITORY is not set")
+    repository, number = event.repository, event.number
     token = _token()
-    number = int(event["pull_request"]["number"])
     gh = connect(token)
     try:
         repo = gh.get_repo(repository)
         pr = repo.get_pull(number)
         changed = changed_files(pr)
+        base_config = _base_configuration(repo, event, settings, cwd) \
+            if settings.config_from == "base" else None
     except api_errors as exc:
         raise ReviewbotError(_scrub(f"cannot read pull request #{number} of {repository}: "
                                     f"{_api_error(exc)}", token)) from None
-    outcome = check_changes(settings, changed, cwd)
+    outcome = check_changes(settings, changed, cwd, base_config)
     outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
     _write_step_summary(outcome.summary)
     _annotations(outcome, settings, out)
     if settings.reporter == "github-pr-review":
         try:
-            _post_review(pr, outcome, settings, cwd)
+            identity = authenticated_login(gh)
+            _post_review(pr, outcome, settings, cwd, identity)
             outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
-            _upsert_summary(pr, outcome.summary)
+            _upsert_summary(pr, outcome.summary, identity)
         except _ReadOnly as exc:
             err.write(f"reviewbot: {exc}\n")
         except api_errors as exc:
@@ -208,7 +274,17 @@ def exit_status(outcome: Outcome, settings: Settings) -> int:
 
 
 # Checking -------------------------------------------------------------------------------
-def check_changes(settings: Settings, changed: ChangedLines, cwd: Path) -> Outcome:
+@dataclass
+class BaseConfiguration:
+    """The configuration and packs read from the base commit, not the pull request."""
+
+    config: Any
+    packs: Any
+    note: str
+
+
+def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
+                  base: BaseConfiguration | None = None) -> Outcome:
     """Check the changed Python files; keep the findings the filter mode keeps."""
     from reviewbot.config import Overrides, load_config
     from reviewbot.context import RunContext
@@ -217,20 +293,24 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path) -> Outco
     from reviewbot.packs import load_packs
 
     files = [cwd / c.path for c in changed.files.values() if _python(c, cwd)]
-    options = []
-    if settings.docstring_threshold is not None:
-        options.append(("RB301", "threshold", settings.docstring_threshold))
-    config_file = Path(settings.config) if settings.config else None
-    if config_file is not None and not config_file.is_file():
-        raise ReviewbotError(f"{settings.config}: configuration file not found")
-    config = load_config([cwd / p for p in settings.paths], config_file,
-                         Overrides(options=tuple(options)), cwd)
-    packs = load_packs(config.rule_packs, config.root, config.source,
-                       config.key_prefix + "rule-packs")
-    in_scope = [f for f in files if _under(f, [cwd / p for p in settings.paths])]
+    if base is not None:
+        config, packs = base.config, base.packs
+    else:
+        config_file = Path(settings.config) if settings.config else None
+        if config_file is not None and not config_file.is_file():
+            raise ReviewbotError(f"{settings.config}: configuration file not found")
+        config = load_config([cwd / p for p in settings.paths], config_file,
+                             Overrides(options=_threshold(settings)), cwd)
+        packs = load_packs(config.rule_packs, config.root, config.source,
+                           config.key_prefix + "rule-packs")
+    in_scope = [f for f in files if _under(f, [cwd / p for p in settings.paths])
+                and _under(f, [cwd])]
     outcome = Outcome()
+    outcome.config_note = base.note if base is not None else ""
     if in_scope:
-        result = Engine(config, packs).run(in_scope, RunContext("."), cwd)
+        engine = Engine(config, packs, cache=review_cache(config, packs, cwd),
+                        roots=(cwd.resolve(),))
+        result = engine.run(in_scope, RunContext("."), cwd)
         for finding in result.findings:
             path = display_path(Path(cwd / finding.path), cwd) if not Path(
                 finding.path).is_absolute() else finding.path
@@ -240,8 +320,144 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path) -> Outco
                 outcome.findings.append(finding)
     if "RB301" in config.enabled:
         outcome.coverage = changed_coverage(in_scope, changed, config, cwd)
+    outcome.suppressions = added_suppressions(in_scope, changed, cwd)
     outcome.findings.sort(key=lambda f: (f.severity != "error", f.path, f.line, f.code))
     return outcome
+
+
+def _threshold(settings: Settings) -> tuple[tuple[str, str, Any], ...]:
+    if settings.docstring_threshold is None:
+        return ()
+    return (("RB301", "threshold", settings.docstring_threshold),)
+
+
+def review_cache(config: Any, packs: Any, cwd: Path) -> Any:
+    """A result cache under ``$RUNNER_TEMP``, never one inside the checked tree (a pull
+    request could commit one saying "no findings"); none outside Actions."""
+    from reviewbot.cache import ResultCache
+
+    temp = os.environ.get("RUNNER_TEMP")
+    if not temp:
+        return None
+    folder = Path(temp) / "reviewbot-cache"
+    try:
+        resolved, tree = folder.resolve(), cwd.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if resolved == tree or tree in resolved.parents:
+        return None
+    return ResultCache(folder, config.fingerprint() + repr(packs))
+
+
+def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> list[str]:
+    """``path:line`` of each suppression comment on a line the pull request adds."""
+    from reviewbot.source import UnreadableSource, decode, read_bytes
+    from reviewbot.suppression import Suppressions
+
+    found = []
+    for file in files:
+        try:
+            rel = file.resolve().relative_to(cwd.resolve()).as_posix()
+        except ValueError:
+            continue
+        change = changed.files.get(rel)
+        if change is None or not change.added:
+            continue
+        try:
+            text = decode(read_bytes(str(file), 16 * 1024 * 1024)).text
+        except UnreadableSource:
+            continue
+        lines = Suppressions.parse(text).by_line
+        found.extend(f"{rel}:{line}" for line in sorted(lines) if line in change.added)
+    return found
+
+
+def _base_configuration(repo: Any, event: Event, settings: Settings,
+                        cwd: Path) -> BaseConfiguration:
+    """The configuration and rule packs as the base commit has them, read through the API:
+    the pull request's own checkout cannot switch its review off."""
+    import posixpath
+    import tempfile
+
+    from reviewbot.config import CONFIG_NAMES, Overrides, build_config, parse_config_text
+    from reviewbot.packs import load_packs
+
+    sha = event.base_sha
+    overrides = Overrides(options=_threshold(settings))
+
+    def inside(rel: str, what: str) -> str:
+        norm = posixpath.normpath(rel.replace("\\", "/"))
+        if norm.startswith(("/", "../")) or norm == ".." or ":" in norm:
+            raise ReviewbotError(f"{what} {rel!r}: expected a path inside the repository")
+        return "" if norm == "." else norm
+
+    def fetch(rel: str) -> str | None:
+        from github import GithubException
+
+        try:
+            content = repo.get_contents(rel, ref=sha)
+        except GithubException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if isinstance(content, list) or getattr(content, "type", "file") != "file":
+            return None
+        data = content.decoded_content
+        if data is None or len(data) > 1024 * 1024:
+            raise ReviewbotError(f"{rel} at the base commit: too large for a configuration")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ReviewbotError(f"{rel} at the base commit: not UTF-8") from None
+
+    if settings.config:
+        candidates = [inside(os.path.relpath(cwd / settings.config, cwd), "config")]
+    else:
+        start = inside(os.path.relpath(cwd / (settings.paths[0] if settings.paths else "."),
+                                       cwd), "path")
+        folders = [start]
+        while folders[-1]:
+            folders.append(posixpath.dirname(folders[-1]))
+        candidates = [posixpath.join(f, name) for f in folders for name in CONFIG_NAMES]
+    for rel in candidates:
+        text = fetch(rel)
+        if text is None:
+            if settings.config:
+                raise ReviewbotError(f"{settings.config}: configuration file not found at "
+                                     f"the base commit {sha[:12]}")
+            continue
+        name = posixpath.basename(rel)
+        shown = f"{rel} (base commit {sha[:12]})"
+        table, prefix = parse_config_text(text, name, shown)
+        if name == "pyproject.toml" and not table and not settings.config:
+            try:
+                import tomllib
+            except ImportError:  # pragma: no cover
+                import tomli as tomllib  # type: ignore[no-redef]
+            if "reviewbot" not in (tomllib.loads(text).get("tool") or {}):
+                continue
+        folder = posixpath.dirname(rel)
+        config = build_config(table, shown, prefix, (cwd / folder).resolve(), overrides)
+        with tempfile.TemporaryDirectory(dir=os.environ.get("RUNNER_TEMP") or None) as temp:
+            root = Path(temp) / folder
+            root.mkdir(parents=True, exist_ok=True)
+            for spec in config.rule_packs:
+                if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
+                    pack_rel = inside(posixpath.join(folder, spec), "rule pack")
+                    pack_text = fetch(pack_rel)
+                    if pack_text is None:
+                        raise ReviewbotError(f"{shown}: {prefix}rule-packs: no rule pack "
+                                             f"file {spec!r} at the base commit")
+                    target = Path(temp) / pack_rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(pack_text, encoding="utf-8")
+            packs = load_packs(config.rule_packs, root, shown, prefix + "rule-packs")
+        return BaseConfiguration(config, packs, f"Configuration: {rel} from the base commit "
+                                                f"{sha[:12]}.")
+    config = build_config({}, None, "", cwd.resolve(), overrides)
+    packs = load_packs(config.rule_packs, config.root, None)
+    return BaseConfiguration(config, packs, f"Configuration: the defaults (the base commit "
+                                            f"{sha[:12]} has none).")
 
 
 def _under(path: Path, roots: list[Path]) -> bool:
@@ -357,9 +573,36 @@ def _suggest(text: str, finding: Finding, first: int, last: int) -> str | None:
     return new if new != block else None
 
 
-def _existing_comments(pr: Any) -> set[tuple[str, int, str]]:
+ACTIONS_BOT = "github-actions[bot]"
+
+
+def authenticated_login(gh: Any) -> str:
+    """Who the token acts as (``GET /user``); the Actions token may not ask, and acts as
+    ``github-actions[bot]``. Only this identity's comments count as the bot's own."""
+    from github import GithubException
+
+    try:
+        login = gh.get_user().login
+    except GithubException as exc:
+        if exc.status in (401, 403, 404):
+            return ACTIONS_BOT
+        raise
+    return login if isinstance(login, str) and login else ACTIONS_BOT
+
+
+def _author(comment: Any) -> str | None:
+    try:
+        user = comment.user
+        return user.login if user is not None else None
+    except Exception:  # a comment without an author (deleted account)
+        return None
+
+
+def _existing_comments(pr: Any, identity: str) -> set[tuple[str, int, str]]:
     found: set[tuple[str, int, str]] = set()
     for comment in pr.get_review_comments():
+        if _author(comment) != identity:
+            continue  # anyone can write the marker; only the bot's own comments count
         body = comment.body or ""
         line = comment.line or comment.original_line
         for code in _codes_in(body):
@@ -373,10 +616,11 @@ def _codes_in(body: str) -> list[str]:
     return re.findall(r"<!-- reviewbot:(RB\d{3}) -->", body)
 
 
-def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path) -> None:
+def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path,
+                 identity: str) -> None:
     from github import GithubException
 
-    plan_comments(outcome, settings, _existing_comments(pr), cwd)
+    plan_comments(outcome, settings, _existing_comments(pr, identity), cwd)
     if not outcome.comments:
         return
     body = (f"reviewbot found {len(outcome.findings)} findings on the changed lines; "
@@ -404,17 +648,17 @@ def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path) -> No
                          event="COMMENT")
 
 
-def _upsert_summary(pr: Any, text: str) -> None:
+def _upsert_summary(pr: Any, text: str, identity: str) -> None:
     for comment in pr.get_issue_comments():
-        if SUMMARY_MARKER in (comment.body or ""):
+        if SUMMARY_MARKER in (comment.body or "") and _author(comment) == identity:
             if comment.body != text:
                 comment.edit(text)
             return
     pr.create_issue_comment(text)
 
 
-def _post_check(repo: Any, event: dict[str, Any], outcome: Outcome, settings: Settings) -> None:
-    head = event["pull_request"]["head"]["sha"]
+def _post_check(repo: Any, event: Event, outcome: Outcome, settings: Settings) -> None:
+    head = event.head_sha
     annotations = [{"path": f.path, "start_line": f.line, "end_line": max(f.line, f.end_line),
                     "annotation_level": "failure" if f.severity == "error" else "warning",
                     "title": f"{f.code} {f.name}", "message": f.message}
