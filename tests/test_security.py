@@ -643,3 +643,229 @@ def test_the_summary_counts_the_suppressions_the_pr_adds(run_cli, workspace, fak
     # ... and the summary says so.
     assert "| Suppression comments added | warning | 1 on added lines: " \
            "`runner/model_runner.py:66` |" in summary
+
+
+# The inserted event-sync helper never changes what the program does ---------------------
+READER = '''import torch
+
+
+class Reader(torch.nn.Module):
+    """Reads the sampled ids back every step."""
+
+    def __init__(self) -> None:
+        """A bound for the first buffer."""
+        super().__init__()
+        self.max_num_reqs = 4
+
+    def forward(self, ids: torch.Tensor) -> list:
+        """The ids as lists."""
+        return ids.tolist()
+'''
+
+
+def _fixed_reader(tmp_path, run_cli, name="fixed_reader"):
+    """``READER`` after `reviewbot fix --apply`, imported as a real module."""
+    import importlib.util
+    import sys
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(READER)
+    result = run_cli(["fix", "--apply", "--no-cache", path.name], cwd=tmp_path)
+    assert result.code == 0 and "Applied 1 fix" in result.err, result.err
+    text = path.read_text()
+    assert "self._to_list(ids)" in text and "threading.local()" in text
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def reader_module(tmp_path, run_cli):
+    import sys
+
+    pytest.importorskip("torch")
+    module = _fixed_reader(tmp_path, run_cli)
+    yield module
+    sys.modules.pop("fixed_reader", None)
+
+
+def test_a_fixed_module_can_be_deep_copied_and_pickled(reader_module):
+    import copy
+
+    import torch
+
+    reader = reader_module.Reader()
+    before = copy.deepcopy(reader), pickle.loads(pickle.dumps(reader))
+    assert reader(torch.tensor([[1], [2]])) == [[1], [2]]  # used (the CPU path)
+    after = copy.deepcopy(reader), pickle.loads(pickle.dumps(reader))
+    for clone in (*before, *after):
+        assert clone(torch.tensor([[3]])) == [[3]]
+    # Nothing the helper needs lives on the instance.
+    assert not [v for v in vars(reader).values()
+                if type(v).__module__.startswith(("torch.cuda", "_thread"))]
+
+
+def _cpu_helper(owner=None):
+    import test_fix_helper
+
+    return test_fix_helper.method_helper(owner)
+
+
+def test_the_buffer_is_pinned_on_the_cpu_whatever_the_default_device():
+    torch = pytest.importorskip("torch")
+    from test_fix_helper import FakeCuda
+
+    helper, events, shim = _cpu_helper()
+    ids = torch.arange(6).reshape(3, 2)
+    with torch.device("meta"):  # as under torch.set_default_device("cuda")
+        got = helper(ids.as_subclass(FakeCuda))
+    assert got == ids.tolist()
+    assert shim.devices == ["cpu"] and shim.allocations == [True]
+
+
+def test_threads_sharing_a_module_get_their_own_results():
+    torch = pytest.importorskip("torch")
+    import threading
+
+    from test_fix_helper import FakeCuda, FakeEvent
+
+    helper, events, shim = _cpu_helper()
+    errors: list = []
+    FakeEvent.pause = 0.0002  # the copy is in flight while the other thread runs
+
+    def work(offset: int) -> None:
+        for step in range(150):
+            ids = torch.arange(offset + step, offset + step + 4).reshape(4, 1)
+            if helper(ids.as_subclass(FakeCuda)) != ids.tolist():
+                errors.append((offset, step))
+
+    try:
+        threads = [threading.Thread(target=work, args=(k * 10_000,)) for k in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        FakeEvent.pause = 0.0
+    assert errors == []
+    assert len(FakeEvent.made) == 3  # one event per thread (and device), made on first use
+
+
+def test_the_event_is_recorded_on_the_tensors_stream_and_device():
+    torch = pytest.importorskip("torch")
+    from test_fix_helper import FakeCuda, FakeEvent
+
+    class OnSecondGpu(FakeCuda):
+        @property
+        def device(self):  # type: ignore[override]
+            return torch.device("cuda", 1)
+
+    helper, events, shim = _cpu_helper()
+    a = torch.arange(4).reshape(2, 2)
+    assert helper(a.as_subclass(FakeCuda)) == a.tolist()
+    assert helper(a.as_subclass(OnSecondGpu)) == a.tolist()
+    assert helper(a.as_subclass(OnSecondGpu)) == a.tolist()
+    first, second = FakeEvent.made  # one event per device
+    assert first.streams == [("stream", torch.device("cpu"))]
+    assert second.streams == [("stream", torch.device("cuda", 1))] * 2
+    # The copy was issued inside the same stream's context.
+    assert shim.entered == [("stream", torch.device("cpu"))] + \
+        [("stream", torch.device("cuda", 1))] * 2
+
+
+_cuda = pytest.mark.skipif(
+    not (__import__("importlib").util.find_spec("torch") is not None
+         and __import__("torch").cuda.is_available()), reason="needs a CUDA device")
+
+
+@pytest.mark.gpu
+@_cuda
+def test_gpu_the_helper_works_under_a_cuda_default_device(reader_module):
+    import torch
+
+    reader = reader_module.Reader()
+    ids = torch.randint(0, 1000, (8, 1), device="cuda")
+    torch.set_default_device("cuda")
+    try:
+        assert reader(ids) == ids.tolist()
+        with torch.device("cuda"):
+            assert reader(ids[:3]) == ids[:3].tolist()
+    finally:
+        torch.set_default_device("cpu")
+
+
+@pytest.mark.gpu
+@_cuda
+def test_gpu_two_threads_on_one_module_get_their_own_results(reader_module):
+    import threading
+
+    import torch
+
+    reader = reader_module.Reader()
+    wrong: list = []
+
+    def work(seed: int) -> None:
+        stream = torch.cuda.Stream()
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+        with torch.cuda.stream(stream):
+            for _ in range(3000):
+                ids = torch.randint(0, 1 << 30, (64, 1), device="cuda", generator=generator)
+                ids = ids * 2 + 1  # queued work the readback must wait for
+                expected = ids.cpu().tolist()
+                if reader(ids) != expected:
+                    wrong.append(seed)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
+@pytest.mark.gpu
+@_cuda
+def test_gpu_a_tensor_from_a_side_stream_reads_back_right(reader_module):
+    import torch
+
+    reader = reader_module.Reader()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        a = torch.randn(2048, 2048, device="cuda")
+        for _ in range(10):
+            a = a @ a
+            a = a / a.norm()
+        ids = (a[:16, :1] * 1000).long()
+        got = reader(ids)  # read on the stream that produced it
+        side.synchronize()
+        assert got == ids.tolist()
+
+
+@pytest.mark.gpu
+@_cuda
+@pytest.mark.skipif(__import__("importlib").util.find_spec("torch") is None
+                    or __import__("torch").cuda.device_count() < 2, reason="needs two GPUs")
+def test_gpu_a_module_on_the_second_gpu_reads_back_right(reader_module):
+    import torch
+
+    reader = reader_module.Reader()
+    for device in ("cuda:0", "cuda:1", "cuda:1", "cuda:0"):
+        ids = torch.randint(0, 1000, (8, 1), device=device) * 3
+        assert reader(ids) == ids.tolist()
+
+
+@pytest.mark.gpu
+@_cuda
+def test_gpu_a_used_module_can_be_deep_copied_and_pickled(reader_module):
+    import copy
+
+    import torch
+
+    reader = reader_module.Reader()
+    ids = torch.arange(4, device="cuda").reshape(4, 1)
+    assert reader(ids) == ids.tolist()
+    clone = copy.deepcopy(reader)
+    again = pickle.loads(pickle.dumps(reader))
+    assert clone(ids) == again(ids) == ids.tolist()
