@@ -324,7 +324,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     config, packs, files, paths, cwd = (prepared.config, prepared.packs, prepared.files,
                                         prepared.paths, prepared.cwd)
     if args.explain_hot_paths:
-        return explain_hot_paths(files, packs, cwd, out)
+        return explain_hot_paths(files, packs, cwd, out, prepared.roots,
+                                 config.max_file_size)
 
     progress = _Progress(err)
     engine = Engine(config, packs, jobs=args.jobs, cache=prepared.cache, progress=progress,
@@ -362,7 +363,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot fix``: a diff of every fix, or (``--apply``) the fixes written."""
     from reviewbot.context import RunContext
-    from reviewbot.discovery import display_path, relative_to_root
+    from reviewbot.discovery import display_path, inside, relative_to_root
     from reviewbot.engine import Engine
     from reviewbot.fixer import Fixer, FixError, allowed, write_atomic
 
@@ -379,8 +380,14 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     and not allowed(f.fix, False))
     fixer = Fixer(config, packs, engine.rules, unsafe=args.unsafe_fixes)
     fixed_files = fixes = failures = 0
+    # The diff shows the checked code line by line; in an Actions log a line of it could
+    # read as a workflow command (the runner ignores leading blanks), so they are off
+    # while it is printed.
+    stop_token = ""
     for shown in todo:
         path = by_shown[shown]
+        if prepared.roots and not inside(path, prepared.roots):
+            continue  # it became a link out of the project since it was checked
         fixed = fixer.fix_file(path, shown, relative_to_root(path, config.root))
         if fixed.error is not None:
             failures += 1
@@ -401,9 +408,16 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 err.write(f"reviewbot: warning: {printable(str(exc))}\n")
                 continue
         else:
+            if not stop_token and os.environ.get("GITHUB_ACTIONS") == "true":
+                import secrets
+
+                stop_token = secrets.token_hex(16)
+                out.write(f"::stop-commands::{stop_token}\n")
             out.write(fixed.diff())
         fixed_files += 1
         fixes += len(fixed.applied)
+    if stop_token:
+        out.write(f"::{stop_token}::\n")
     noun = "fix" if fixes == 1 else "fixes"
     files_noun = "file" if fixed_files == 1 else "files"
     if args.apply:
@@ -476,18 +490,21 @@ def run_verify(args: argparse.Namespace, out: TextIO) -> int:
     return code
 
 
-def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO) -> int:
+def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO,
+                      roots: Sequence[Path] = (), max_bytes: int | None = None) -> int:
     """Print each file's hot functions and the call chain that makes each one hot."""
 
     from reviewbot.analysis.gpu import ModuleAnalyzer
-    from reviewbot.discovery import display_path
+    from reviewbot.discovery import display_path, inside
     from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes
 
     total = 0
     for path in files:
         shown = display_path(path, cwd)
+        if roots and not inside(path, roots):
+            continue  # a link out of the project: `reviewbot check` reports it (RB003)
         try:
-            text = decode(read_bytes(str(path))).text
+            text = decode(read_bytes(str(path), max_bytes)).text
             tree = parse_quietly(text)
         except (UnreadableSource, SyntaxError, ValueError, RecursionError):
             continue  # `reviewbot check` reports these files

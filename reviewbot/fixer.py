@@ -203,7 +203,7 @@ class Fixer:
     def fix_file(self, path: Path, shown: str, rel: str) -> FileFix:
         """Read and fix one file (nothing is written)."""
         try:
-            data = read_bytes(str(path))
+            data = read_bytes(str(path), self.checker.config.max_file_size)
             source = decode(data)
         except UnreadableSource as exc:
             return FileFix(shown, error=f"skipped: {exc}")

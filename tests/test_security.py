@@ -330,6 +330,29 @@ def test_a_hostile_file_name_on_disk_injects_nothing(tmp_path, run_cli):
     assert all(line.startswith(("::error ", "::warning ")) for line in result.out.splitlines())
 
 
+def test_in_actions_the_diff_of_hostile_code_cannot_issue_commands(tmp_path, monkeypatch):
+    from reviewbot import cli
+
+    root = project(tmp_path)
+    text = SEED_RUNNER.read_text().replace(
+        "import torch\n", 'import torch\nNOTE = """\n  ::error::injected\n##[group]x\n'
+        '::add-mask::x\n"""\n', 1)
+    (root / "runner.py").write_text(text)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.chdir(root)
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    monkeypatch.setattr("sys.stderr", err)
+    assert cli.main(["fix", "--no-cache", "."]) == 1
+    lines = out.getvalue().splitlines()
+    token = lines[0].removeprefix("::stop-commands::")
+    assert re.fullmatch(r"[0-9a-f]{32}", token)
+    assert lines[-1] == f"::{token}::"
+    # The code's own command-like lines are in the diff, but only between the two.
+    assert "   ::error::injected" in lines[1:-1] and " ##[group]x" in lines[1:-1]
+    assert _command_lines("\n".join(lines[:1] + lines[-1:])) == lines[:1] + lines[-1:]
+
+
 # 4. Only the bot's own comments count ---------------------------------------------------
 review_only = pytest.mark.skipif(
     __import__("importlib").util.find_spec("github") is None, reason="needs PyGithub")
@@ -387,6 +410,19 @@ def test_the_identity_is_the_authenticated_user(run_cli, workspace, fake):
     fake.reviews.clear()
     run_cli(["review"], cwd=workspace)
     assert [c["line"] for r in fake.reviews for c in r.get("comments", [])] == [67]
+
+
+def test_a_marker_quoted_inside_a_comment_does_not_count():
+    pytest.importorskip("github")
+    from reviewbot.github.markdown import comment_body
+    from reviewbot.github.review import _codes_in
+
+    finding = Finding("RB101", "tolist-on-cuda-tensor",
+                      "`.tolist()` on `x['<!-- reviewbot:RB102 -->']`", "a.py", 1, 1, 1, 2,
+                      "error")
+    body = comment_body(finding, None, "https://docs.example/rules.md")
+    assert _codes_in(body) == ["RB101"]
+    assert _codes_in("<!-- reviewbot:RB102 -->\nthanks") == []
 
 
 # 5. Configuration reads nothing outside the project ---------------------------------
@@ -463,6 +499,18 @@ def test_a_link_to_a_file_outside_the_project_is_skipped(tmp_path, run_cli, comm
     assert outside.read_bytes() == before
     if command[0] == "check":
         assert "link.py:1:1: RB003" in result.out and "outside the project" in result.out
+
+
+def test_explain_hot_paths_reads_no_file_outside_the_project(tmp_path, run_cli):
+    root = project(tmp_path)
+    outside = tmp_path / "outside.py"
+    outside.write_text("class HunterModelRunner:\n    def execute_model(self):\n"
+                       "        return 1\n")
+    (root / "link.py").symlink_to(outside)
+    shutil.copy(outside, root / "inside.py")
+    result = run_cli(["check", ".", "--explain-hot-paths"], cwd=root)
+    assert "inside.py: HunterModelRunner.execute_model" in result.out
+    assert "link.py" not in result.out
 
 
 # 7. Resource limits ----------------------------------------------------------------------

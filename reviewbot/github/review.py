@@ -611,9 +611,11 @@ def _existing_comments(pr: Any, identity: str) -> set[tuple[str, int, str]]:
 
 
 def _codes_in(body: str) -> list[str]:
-    import re
-
-    return re.findall(r"<!-- reviewbot:(RB\d{3}) -->", body)
+    """The rule of a line comment: its marker is the body's last line (a marker quoted in
+    the code of a suggestion or a message does not count)."""
+    last = body.rstrip("\n").rsplit("\n", 1)[-1]
+    found = re.fullmatch(r"<!-- reviewbot:(RB\d{3}) -->", last)
+    return [found.group(1)] if found else []
 
 
 def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path,
@@ -650,7 +652,7 @@ def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path,
 
 def _upsert_summary(pr: Any, text: str, identity: str) -> None:
     for comment in pr.get_issue_comments():
-        if SUMMARY_MARKER in (comment.body or "") and _author(comment) == identity:
+        if (comment.body or "").startswith(SUMMARY_MARKER) and _author(comment) == identity:
             if comment.body != text:
                 comment.edit(text)
             return
