@@ -275,16 +275,18 @@ def _ensure_gitignore(folder: Path) -> None:
             return
     except (OSError, UnicodeDecodeError):
         pass
-    _write_atomic(folder, ignore, _IGNORE_TEXT.encode())
+    _write_atomic(folder, ignore, _IGNORE_TEXT.encode(), mode=0o644)
 
 
-def _write_atomic(folder: Path, target: Path, data: bytes) -> None:
+def _write_atomic(folder: Path, target: Path, data: bytes, mode: int | None = None) -> None:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         try:

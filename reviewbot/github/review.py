@@ -11,7 +11,6 @@ Nothing from the pull request is executed: its files are read as text and parsed
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -21,7 +20,9 @@ from typing import Any, Sequence, TextIO
 
 from reviewbot.errors import ReviewbotError
 from reviewbot.finding import Finding
+from reviewbot.github.base_config import BaseConfiguration, base_configuration
 from reviewbot.github.diff import ChangedLines, FileChange, parse_patch
+from reviewbot.github.event import Event, read_event
 from reviewbot.github.markdown import SUMMARY_MARKER, comment_body, summary_markdown
 
 DOCS_URL = "https://github.com/reviewbot-dev/reviewbot/blob/main/docs/rules.md"
@@ -78,83 +79,6 @@ class Outcome:
     config_note: str = ""  # where the configuration came from
 
 
-@dataclass(frozen=True)
-class Event:
-    """The fields of a pull_request event that a review uses, each checked."""
-
-    repository: str  # owner/name
-    number: int
-    head_sha: str
-    base_sha: str
-
-
-_REPOSITORY = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}")
-_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
-
-
-def _field(data: Any, dotted: str) -> Any:
-    value = data
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise ReviewbotError(f"GITHUB_EVENT_PATH: {dotted}: missing (is this a "
-                                 "pull_request or pull_request_target event?)")
-        value = value[part]
-    return value
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def valid_repository(value: Any, where: str) -> str:
-    """``owner/name`` as GitHub spells them, or a one-line error naming ``where``."""
-    if not isinstance(value, str) or not _REPOSITORY.fullmatch(value) \
-            or value.split("/")[1] in (".", ".."):
-        raise ReviewbotError(f"{where}: expected owner/name, got {_shown(value)}")
-    return value
-
-
-def _event() -> Event:
-    path = os.environ.get("GITHUB_EVENT_PATH")
-    if not path:
-        raise ReviewbotError("GITHUB_EVENT_PATH is not set: `reviewbot review` runs in a "
-                             "GitHub Actions job on a pull_request event")
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(16 * 1024 * 1024 + 1)
-        if len(raw) > 16 * 1024 * 1024:
-            raise ValueError("larger than 16 MiB")
-        data = json.loads(raw)
-    except (OSError, ValueError, RecursionError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else \
-            exc.__class__.__name__ if isinstance(exc, RecursionError) else str(exc)
-        raise ReviewbotError(f"GITHUB_EVENT_PATH: cannot read the event file ({reason})") \
-            from None
-    if not isinstance(data, dict) or not isinstance(data.get("pull_request"), dict):
-        raise ReviewbotError("GITHUB_EVENT_PATH: pull_request: missing; the event is not a "
-                             "pull_request or pull_request_target event")
-    number = _field(data, "pull_request.number")
-    if isinstance(number, bool) or not isinstance(number, int) or not 0 < number < 2 ** 31:
-        raise ReviewbotError(f"GITHUB_EVENT_PATH: pull_request.number: expected a positive "
-                             f"integer, got {_shown(number)}")
-    shas = {}
-    for key in ("pull_request.head.sha", "pull_request.base.sha"):
-        sha = _field(data, key)
-        if not isinstance(sha, str) or not _SHA.fullmatch(sha):
-            raise ReviewbotError(f"GITHUB_EVENT_PATH: {key}: expected a commit SHA (40 hex "
-                                 f"digits), got {_shown(sha)}")
-        shas[key] = sha
-    env_repository = os.environ.get("GITHUB_REPOSITORY")
-    if env_repository:
-        repository = valid_repository(env_repository, "GITHUB_REPOSITORY")
-    else:
-        repository = valid_repository(_field(data, "repository.full_name"),
-                                      "GITHUB_EVENT_PATH: repository.full_name")
-    return Event(repository, number, shas["pull_request.head.sha"],
-                 shas["pull_request.base.sha"])
-
-
 def _token() -> str:
     token = os.environ.get("GITHUB_TOKEN") or os.environ.get("INPUT_GITHUB_TOKEN")
     if not token:
@@ -205,7 +129,7 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
     api_errors = (GithubException, RequestException)
 
     cwd = cwd or Path.cwd()
-    event = _event()
+    event = read_event()
     repository, number = event.repository, event.number
     token = _token()
     gh = connect(token)
@@ -213,7 +137,8 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
         repo = gh.get_repo(repository)
         pr = repo.get_pull(number)
         changed = changed_files(pr)
-        base_config = _base_configuration(repo, event, settings, cwd) \
+        base_config = base_configuration(
+            repo, event, settings.config, settings.paths, _threshold(settings), cwd) \
             if settings.config_from == "base" else None
     except api_errors as exc:
         raise ReviewbotError(_scrub(f"cannot read pull request #{number} of {repository}: "
@@ -274,15 +199,6 @@ def exit_status(outcome: Outcome, settings: Settings) -> int:
 
 
 # Checking -------------------------------------------------------------------------------
-@dataclass
-class BaseConfiguration:
-    """The configuration and packs read from the base commit, not the pull request."""
-
-    config: Any
-    packs: Any
-    note: str
-
-
 def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
                   base: BaseConfiguration | None = None) -> Outcome:
     """Check the changed Python files; keep the findings the filter mode keeps."""
@@ -370,94 +286,6 @@ def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> l
         lines = Suppressions.parse(text).by_line
         found.extend(f"{rel}:{line}" for line in sorted(lines) if line in change.added)
     return found
-
-
-def _base_configuration(repo: Any, event: Event, settings: Settings,
-                        cwd: Path) -> BaseConfiguration:
-    """The configuration and rule packs as the base commit has them, read through the API:
-    the pull request's own checkout cannot switch its review off."""
-    import posixpath
-    import tempfile
-
-    from reviewbot.config import CONFIG_NAMES, Overrides, build_config, parse_config_text
-    from reviewbot.packs import load_packs
-
-    sha = event.base_sha
-    overrides = Overrides(options=_threshold(settings))
-
-    def inside(rel: str, what: str) -> str:
-        norm = posixpath.normpath(rel.replace("\\", "/"))
-        if norm.startswith(("/", "../")) or norm == ".." or ":" in norm:
-            raise ReviewbotError(f"{what} {rel!r}: expected a path inside the repository")
-        return "" if norm == "." else norm
-
-    def fetch(rel: str) -> str | None:
-        from github import GithubException
-
-        try:
-            content = repo.get_contents(rel, ref=sha)
-        except GithubException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        if isinstance(content, list) or getattr(content, "type", "file") != "file":
-            return None
-        data = content.decoded_content
-        if data is None or len(data) > 1024 * 1024:
-            raise ReviewbotError(f"{rel} at the base commit: too large for a configuration")
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ReviewbotError(f"{rel} at the base commit: not UTF-8") from None
-
-    if settings.config:
-        candidates = [inside(os.path.relpath(cwd / settings.config, cwd), "config")]
-    else:
-        start = inside(os.path.relpath(cwd / (settings.paths[0] if settings.paths else "."),
-                                       cwd), "path")
-        folders = [start]
-        while folders[-1]:
-            folders.append(posixpath.dirname(folders[-1]))
-        candidates = [posixpath.join(f, name) for f in folders for name in CONFIG_NAMES]
-    for rel in candidates:
-        text = fetch(rel)
-        if text is None:
-            if settings.config:
-                raise ReviewbotError(f"{settings.config}: configuration file not found at "
-                                     f"the base commit {sha[:12]}")
-            continue
-        name = posixpath.basename(rel)
-        shown = f"{rel} (base commit {sha[:12]})"
-        table, prefix = parse_config_text(text, name, shown)
-        if name == "pyproject.toml" and not table and not settings.config:
-            try:
-                import tomllib
-            except ImportError:  # pragma: no cover
-                import tomli as tomllib  # type: ignore[no-redef]
-            if "reviewbot" not in (tomllib.loads(text).get("tool") or {}):
-                continue
-        folder = posixpath.dirname(rel)
-        config = build_config(table, shown, prefix, (cwd / folder).resolve(), overrides)
-        with tempfile.TemporaryDirectory(dir=os.environ.get("RUNNER_TEMP") or None) as temp:
-            root = Path(temp) / folder
-            root.mkdir(parents=True, exist_ok=True)
-            for spec in config.rule_packs:
-                if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
-                    pack_rel = inside(posixpath.join(folder, spec), "rule pack")
-                    pack_text = fetch(pack_rel)
-                    if pack_text is None:
-                        raise ReviewbotError(f"{shown}: {prefix}rule-packs: no rule pack "
-                                             f"file {spec!r} at the base commit")
-                    target = Path(temp) / pack_rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(pack_text, encoding="utf-8")
-            packs = load_packs(config.rule_packs, root, shown, prefix + "rule-packs")
-        return BaseConfiguration(config, packs, f"Configuration: {rel} from the base commit "
-                                                f"{sha[:12]}.")
-    config = build_config({}, None, "", cwd.resolve(), overrides)
-    packs = load_packs(config.rule_packs, config.root, None)
-    return BaseConfiguration(config, packs, f"Configuration: the defaults (the base commit "
-                                            f"{sha[:12]} has none).")
 
 
 def _under(path: Path, roots: list[Path]) -> bool:
