@@ -258,6 +258,8 @@ def test_no_mention_or_reference_outside_code_spans():
         joined = " ".join(plain)
         assert not re.search(r"@\w", joined), joined
         assert not re.search(r"#999", joined), joined
+        # Nor anything a GFM renderer would autolink.
+        assert "://" not in joined and "www." not in joined, joined
         assert "\u202e" not in markdown and "\u200b" not in markdown
 
 
