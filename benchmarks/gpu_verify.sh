@@ -12,7 +12,12 @@ $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cu
         torch.cuda.get_device_name(0))' | tee -a "$out/gpu.txt"
 
 $py -m pytest -q -p no:cacheprovider -m gpu tests/test_verify_gpu.py tests/test_fix_helper.py \
-    2>&1 | tee "$out/gpu-tests.log"
+    tests/test_security.py 2>&1 | tee "$out/gpu-tests.log"
+
+# What the helper's per-thread state costs, and two threads on one object.
+$py benchmarks/event_sync_overhead.py --output "$out/event-sync-overhead.json" \
+    > /dev/null
+echo "event-sync overhead: exit $?" | tee -a "$out/gpu.txt"
 
 render() {  # JSON report -> the text report
     $py -c 'import json, sys; from reviewbot.verify.run import write_text

@@ -15,6 +15,7 @@ from typing import Any, Sequence, TextIO
 
 from reviewbot import __version__
 from reviewbot.errors import ReviewbotError
+from reviewbot.textsafe import line_start, printable
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -25,7 +26,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _codes(value: str) -> list[str]:
-    return [c.strip() for c in value.split(",") if c.strip()]
+    codes = [c.strip() for c in value.split(",") if c.strip()]
+    if not codes:
+        raise argparse.ArgumentTypeError(f"expected comma-separated rule codes or prefixes, "
+                                         f"got {value!r}")
+    return codes
 
 
 def _option(value: str) -> tuple[str, str, Any]:
@@ -91,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write the fixes into the files instead of printing a diff")
     fix.add_argument("--unsafe-fixes", action="store_true",
                      help="include fixes marked unsafe ([~] in the report)")
+    fix.add_argument("--include-read-only", action="store_true",
+                     help="with --apply, also rewrite files without write permission "
+                          "(skipped with a warning otherwise)")
     _add_run_options(fix)
 
     review = sub.add_parser(
@@ -112,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     review.add_argument("--docstring-threshold", type=float, default=None, metavar="PERCENT",
                         help="RB301's threshold for the changed definitions")
     review.add_argument("--config", metavar="FILE")
+    review.add_argument("--config-from", choices=("head", "base"), default="head",
+                        help="read the configuration (and rule packs given by path) from the "
+                             "pull request's head checkout, or from its base commit through "
+                             "the API, so that the pull request cannot change its own review "
+                             "(default: head)")
 
     verify = sub.add_parser(
         "verify", help="prove fixed readbacks return the same and stop stalling (GPU)",
@@ -182,7 +195,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="neither read nor write the cache")
     parser.add_argument("--cache-dir", metavar="DIR",
-                        help="cache folder (default: .reviewbot_cache beside the configuration)")
+                        help="cache folder (default: .reviewbot_cache at the project root: "
+                             "the configuration's folder, else the git root)")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="say where the configuration, the cache and the workers come from")
 
 
 def _open_report(path: str | None) -> TextIO | None:
@@ -250,6 +266,7 @@ class _Run:
     paths: list[str]
     cwd: Path
     cache: Any
+    roots: tuple[Path, ...] = ()
     project_root: Path | None = None
     project_files: list[Path] | None = None
     index_cache: Any = None
@@ -259,15 +276,16 @@ class _Run:
         from reviewbot.engine import Engine
 
         return Engine(self.config, self.packs, jobs=jobs, cache=self.cache, progress=progress,
-                      project_root=self.project_root, project_files=self.project_files,
-                      index_cache=self.index_cache)
+                      roots=self.roots, project_root=self.project_root,
+                      project_files=self.project_files, index_cache=self.index_cache)
 
 
 def _prepare(args: argparse.Namespace) -> _Run:
     """Read the configuration and the packs, and find the files (exit 2 on bad input)."""
     from reviewbot.cache import CACHE_DIR_NAME, ResultCache
     from reviewbot.config import Overrides, load_config
-    from reviewbot.discovery import discover
+    from reviewbot.analysis.project import engine_pack_names, project_index_files
+    from reviewbot.discovery import allowed_roots, discover, project_root
     from reviewbot.packs import load_packs
 
     cwd = Path.cwd()
@@ -291,76 +309,43 @@ def _prepare(args: argparse.Namespace) -> _Run:
         raise ReviewbotError(f"{args.config}: configuration file not found")
     config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
     files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
-    root, project_files = _project(files, config, cwd)
-    packs = load_packs((*config.rule_packs, *_engine_packs(config, root, project_files)),
+    root = project_root(paths, config, cwd)
+    index_root, project_files = project_index_files(files, config, cwd)
+    packs = load_packs((*config.rule_packs, *engine_pack_names(config, index_root,
+                                                                project_files)),
                        config.root, config.source, config.key_prefix + "rule-packs")
     if config.default_device is not None:
         packs = dataclasses.replace(packs, default_device=config.default_device)
     cache = index_cache = None
-    folder = Path(args.cache_dir) if args.cache_dir else config.root / CACHE_DIR_NAME
+    folder = Path(args.cache_dir) if args.cache_dir else root / CACHE_DIR_NAME
     if not args.no_cache:
         cache = ResultCache(folder, config.fingerprint() + repr(packs))
-    if root is not None:
+    if index_root is not None:
         from reviewbot.analysis.project import IndexCache
 
-        index_cache = IndexCache(None if args.no_cache else folder)
-    return _Run(config, packs, list(files), list(paths), cwd, cache, root, project_files,
-                index_cache)
+        index_cache = IndexCache(None if args.no_cache or (cache is not None and not cache.usable)
+                                 else folder)
+    if getattr(args, "verbose", False):
+        from reviewbot.engine import worker_count
+
+        err = sys.stderr
+        err.write(f"reviewbot: configuration: {printable(config.source or '(defaults)')}\n")
+        err.write(f"reviewbot: project root: {printable(str(root))}\n")
+        err.write(f"reviewbot: cache: {printable(str(cache.folder)) if cache else 'off'}"
+                  f"{'' if cache is None or cache.usable else ' (not used: a link, or no key)'}\n")
+        if index_root is not None:
+            err.write(f"reviewbot: project index: {printable(str(index_root))}, "
+                      f"{len(project_files)} files; packs: {', '.join(packs.names)}\n")
+        workers = worker_count(args.jobs, len(files))
+        why = ""
+        if args.jobs is not None and workers < args.jobs:
+            why = (f" (--jobs {args.jobs} clamped to {len(files)} files and "
+                   f"{os.cpu_count() or 1} cores)")
+        err.write(f"reviewbot: {workers} worker process{'es' if workers != 1 else ''}{why}\n")
+    return _Run(config, packs, list(files), list(paths), cwd, cache,
+                allowed_roots(paths, root, cwd), index_root, project_files, index_cache)
 
 
-ENGINES = ("vllm", "sglang")  # engines with a pack of their own, by package name
-
-
-def _engine_packs(config: Any, root: Path | None, files: Sequence[Path]) -> list[str]:
-    """The engine packs for a project that is (a package of that name at its top) or
-    imports (``import vllm``, ``from sglang...``) an engine with a pack of its own."""
-    if not config.engine_packs or root is None:
-        return []
-    found = [name for name in ENGINES if name not in config.rule_packs and (
-        (root / name / "__init__.py").is_file() or (root / "python" / name / "__init__.py").is_file()
-        or (root / "src" / name / "__init__.py").is_file())]
-    wanted = [name for name in ENGINES if name not in found and name not in config.rule_packs]
-    if wanted:
-        import re
-
-        needles = {name: (re.compile(rb"^[ \t]*(?:import|from)[ \t]+" + name.encode() +
-                                     rb"\b", re.MULTILINE),) for name in wanted}
-        from reviewbot.source import UnreadableSource, read_bytes
-
-        for path in files:
-            try:
-                data = read_bytes(str(path))  # regular files only: never waits on a pipe
-            except UnreadableSource:
-                continue
-            for name in list(needles):
-                if any(needle.search(data) for needle in needles[name]):
-                    found.append(name)
-                    del needles[name]
-            if not needles:
-                break
-    return found
-
-
-def _project(files: Sequence[Path], config: Any, cwd: Path) -> tuple[Path | None, list[Path]]:
-    """The project the checked files belong to and every Python file in it (the index),
-    when a rule that reads project facts is on; links out of the project are left out."""
-    from reviewbot import registry
-    from reviewbot.analysis.project import project_root
-    from reviewbot.discovery import discover
-
-    if not files or not any(r.project_facts and r.code in config.enabled
-                            for r in registry.RULES):
-        return None, []
-    root = project_root(files)
-    real_root = root.resolve()
-    found = []
-    for path in discover([str(root)], config, cwd=cwd):
-        try:
-            path.resolve().relative_to(real_root)
-        except (ValueError, OSError, RuntimeError):  # outside, unreadable, a link loop
-            continue
-        found.append(path)
-    return root, found
 
 
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -372,7 +357,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     config, packs, files, paths, cwd = (prepared.config, prepared.packs, prepared.files,
                                         prepared.paths, prepared.cwd)
     if args.explain_hot_paths:
-        return explain_hot_paths(files, packs, cwd, out, prepared)
+        return explain_hot_paths(files, packs, cwd, out, prepared.roots,
+                                 config.max_file_size, prepared)
 
     progress = _Progress(err)
     engine = prepared.engine(args.jobs, progress)
@@ -409,7 +395,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot fix``: a diff of every fix, or (``--apply``) the fixes written."""
     from reviewbot.context import RunContext
-    from reviewbot.discovery import display_path, relative_to_root
+    from reviewbot.discovery import display_path, inside, relative_to_root
     from reviewbot.fixer import Fixer, FixError, allowed, write_atomic
 
     prepared = _prepare(args)
@@ -425,26 +411,44 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                     and not allowed(f.fix, False))
     fixer = Fixer(config, packs, engine.rules, unsafe=args.unsafe_fixes)
     fixed_files = fixes = failures = 0
+    # The diff shows the checked code line by line; in an Actions log a line of it could
+    # read as a workflow command (the runner ignores leading blanks), so they are off
+    # while it is printed.
+    stop_token = ""
     for shown in todo:
         path = by_shown[shown]
+        if prepared.roots and not inside(path, prepared.roots):
+            continue  # it became a link out of the project since it was checked
         fixed = fixer.fix_file(path, shown, relative_to_root(path, config.root))
         if fixed.error is not None:
             failures += 1
-            err.write(f"reviewbot: warning: {shown}: {fixed.error}\n")
+            err.write(f"reviewbot: warning: {printable(shown)}: {printable(fixed.error)}\n")
             continue
         if not fixed.changed:
             continue
         if args.apply:
+            if not args.include_read_only and not _writable(path):
+                failures += 1
+                err.write(f"reviewbot: warning: {printable(shown)}: is read-only; not "
+                          "rewritten (--include-read-only rewrites it)\n")
+                continue
             try:
                 write_atomic(path, fixed)
             except FixError as exc:
                 failures += 1
-                err.write(f"reviewbot: warning: {exc}\n")
+                err.write(f"reviewbot: warning: {printable(str(exc))}\n")
                 continue
         else:
+            if not stop_token and os.environ.get("GITHUB_ACTIONS") == "true":
+                import secrets
+
+                stop_token = secrets.token_hex(16)
+                out.write(f"::stop-commands::{stop_token}\n")
             out.write(fixed.diff())
         fixed_files += 1
         fixes += len(fixed.applied)
+    if stop_token:
+        out.write(f"::{stop_token}::\n")
     noun = "fix" if fixes == 1 else "fixes"
     files_noun = "file" if fixed_files == 1 else "files"
     if args.apply:
@@ -463,6 +467,17 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_FINDINGS if fixes or failures else EXIT_CLEAN
 
 
+def _writable(path: Path) -> bool:
+    """Whether the file's mode lets its owner (or us) write it."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return bool(mode & stat.S_IWUSR) and os.access(path, os.W_OK)
+
+
 def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot review``."""
     import importlib.util
@@ -474,7 +489,8 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     from reviewbot.github.review import Settings, run_review
 
     settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
-                        args.docstring_threshold, tuple(args.paths), args.config)
+                        args.docstring_threshold, tuple(args.paths), args.config,
+                        args.config_from)
     return run_review(settings, out, err)
 
 
@@ -508,6 +524,7 @@ def run_verify(args: argparse.Namespace, out: TextIO) -> int:
 def run_explain(args: argparse.Namespace, out: TextIO) -> int:
     """``reviewbot explain FILE:LINE``."""
     from reviewbot.analysis.project import IndexCache
+    from reviewbot.discovery import inside
     from reviewbot.explain import explain, linked_facts, parse_target
 
     path_text, line = parse_target(args.target)
@@ -516,7 +533,9 @@ def run_explain(args: argparse.Namespace, out: TextIO) -> int:
     prepared = _prepare(args)
     path = Path(os.path.abspath(path_text))
     if not path.is_file():
-        raise ReviewbotError(f"{path_text}: not a file")
+        raise ReviewbotError(f"{printable(path_text)}: not a file")
+    if prepared.roots and not inside(path, prepared.roots):
+        raise ReviewbotError(f"{printable(path_text)}: a link to a file outside the project")
     facts = None
     if prepared.project_root is not None:
         facts = linked_facts(prepared.project_root, prepared.project_files or [path],
@@ -525,14 +544,15 @@ def run_explain(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO,
+                      roots: Sequence[Path] = (), max_bytes: int | None = None,
                       prepared: Any = None) -> int:
     """Print the packs in use, then each file's hot functions and the call chain (across
     modules, through the project index) that makes each one hot."""
     from reviewbot.analysis.project import IndexCache
     from reviewbot.explain import linked_facts
 
-    out.write(f"packs: {', '.join(packs.names) or 'none'} (devices.default: "
-              f"{packs.default_device})\n")
+    out.write(line_start(f"packs: {printable(', '.join(packs.names)) or 'none'} "
+                         f"(devices.default: {packs.default_device})") + "\n")
     facts = root = None
     if prepared is not None and prepared.project_root is not None:
         root = prepared.project_root
@@ -540,14 +560,16 @@ def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO,
                              prepared.index_cache or IndexCache(None))
 
     from reviewbot.analysis.gpu import ModuleAnalyzer
-    from reviewbot.discovery import display_path
+    from reviewbot.discovery import display_path, inside
     from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes
 
     total = 0
     for path in files:
         shown = display_path(path, cwd)
+        if roots and not inside(path, roots):
+            continue  # a link out of the project: `reviewbot check` reports it (RB003)
         try:
-            text = decode(read_bytes(str(path))).text
+            text = decode(read_bytes(str(path), max_bytes)).text
             tree = parse_quietly(text)
         except (UnreadableSource, SyntaxError, ValueError, RecursionError):
             continue  # `reviewbot check` reports these files
@@ -559,7 +581,7 @@ def explain_hot_paths(files: Sequence[Path], packs: Any, cwd: Path, out: TextIO,
                 linked = None
         hot = ModuleAnalyzer(tree, packs, (), text, linked_hot=linked).hot_paths()
         for qualname, chain in hot.items():
-            out.write(f"{shown}: {qualname}  ({' -> '.join(chain)})\n")
+            out.write(line_start(f"{shown}: {qualname}  ({' -> '.join(chain)})") + "\n")
         total += len(hot)
     out.write(f"{total} hot function{'s' if total != 1 else ''} in {len(files)} "
               f"file{'s' if len(files) != 1 else ''}\n")
@@ -653,7 +675,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "explain":
             return run_explain(args, sys.stdout)
     except ReviewbotError as exc:
-        sys.stderr.write(f"reviewbot: error: {exc}\n")
+        sys.stderr.write(f"reviewbot: error: {printable(str(exc))}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write("reviewbot: interrupted\n")
@@ -666,7 +688,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # the promise: never a traceback
         if os.environ.get("REVIEWBOT_DEBUG"):
             raise
-        sys.stderr.write(f"reviewbot: internal error: {exc.__class__.__name__}: {exc} "
+        sys.stderr.write(f"reviewbot: internal error: {exc.__class__.__name__}: "
+                         f"{printable(str(exc))} "
                          "(set REVIEWBOT_DEBUG=1 for the traceback)\n")
         return EXIT_ERROR
     parser.error(f"unknown command {args.command!r}")

@@ -32,6 +32,11 @@ DEFAULT_EXCLUDE = (
 )
 
 DEFAULT_RULE_PACKS = ("pytorch", "inference-engines")
+# Larger files are not parsed (one RB003 each): parsing costs about 300 bytes of memory
+# per byte of source, so a 50 MB file would need some 14 GB.
+DEFAULT_MAX_FILE_SIZE = 4 * 1024 * 1024
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000 ** 2, "mib": 1024 ** 2,
+               "gb": 1000 ** 3, "gib": 1024 ** 3}
 
 _KEYS: dict[str, str] = {
     "select": "a list of rule codes or prefixes",
@@ -45,6 +50,7 @@ _KEYS: dict[str, str] = {
     "engine-packs": "a boolean",
     "devices": "a table with default = \"unknown\" or \"cuda\"",
     "rules": "a table of rule code -> table of options",
+    "max-file-size": "a size in bytes, or a string such as \"4MiB\"",
 }
 
 
@@ -77,6 +83,7 @@ class Config:
     # What a tensor with no device evidence is taken to be (None: as the packs say).
     default_device: str | None = None
     settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes
 
     def exclude_spec(self) -> pathspec.GitIgnoreSpec:
         """The exclude patterns, compiled."""
@@ -129,13 +136,19 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], str]:
         raise ConfigError(shown, "<file>", "no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(shown, "<file>", f"cannot be read ({exc.__class__.__name__}: {exc})") from None
-    if path.suffix == ".toml":
+    return parse_config_text(text, path.name, shown)
+
+
+def parse_config_text(text: str, name: str, shown: str) -> tuple[dict[str, Any], str]:
+    """The raw table of a configuration file's text (``name``: its file name, which says
+    its format) and the prefix its keys are named with."""
+    if name.endswith(".toml"):
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(shown, "<file>", f"invalid TOML: {exc}") from None
         tool = data.get("tool", {})
-        if path.name == "pyproject.toml":
+        if name == "pyproject.toml":
             if not isinstance(tool, dict) or "reviewbot" not in tool:
                 return {}, "tool.reviewbot."
             table = tool["reviewbot"]
@@ -143,13 +156,9 @@ def read_config_file(path: Path) -> tuple[dict[str, Any], str]:
         else:  # a standalone reviewbot.toml holds the keys at the top
             table, prefix = data, ""
     else:
-        import yaml
+        from reviewbot import yaml_load
 
-        try:
-            table = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            detail = " ".join(str(exc).split())
-            raise ConfigError(shown, "<file>", f"invalid YAML: {detail}") from None
+        table = yaml_load.load(text, shown)
         if table is None:
             table = {}
         prefix = ""
@@ -304,6 +313,8 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
             r.code for c in codes_t for r in registry.matching(c))))
 
     packs = strings("rule-packs")
+    max_file_size = _size(table.get("max-file-size", DEFAULT_MAX_FILE_SIZE), src,
+                          prefix + "max-file-size")
     rules_table = table.get("rules", {})
     if not isinstance(rules_table, dict):
         raise ConfigError(src, prefix + "rules",
@@ -349,7 +360,26 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
         settings={code: dict(s) for code, s in settings.items()},
         engine_packs=engine_packs,
         default_device=default_device,
+        max_file_size=max_file_size,
     )
+
+
+def _size(value: Any, source: str, key: str) -> int:
+    """A size in bytes from an integer or a string with a unit (``"4MiB"``)."""
+    import re
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (match := re.fullmatch(
+            r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", value)) \
+            and match.group(2).lower() in _SIZE_UNITS:
+        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    else:
+        raise ConfigError(source, key, f"expected {_KEYS['max-file-size']}, got "
+                          f"{_type_name(value)}")
+    if size < 1:
+        raise ConfigError(source, key, "expected a size of at least 1 byte")
+    return size
 
 
 def load_config(paths: Sequence[Path], config_file: Path | None,

@@ -29,6 +29,40 @@ def relative_to_root(path: Path, root: Path) -> str:
         return path.as_posix().lstrip("/")
 
 
+def project_root(paths: Sequence[str], config: Config, cwd: Path) -> Path:
+    """The folder a run belongs to: the configuration's folder; without a configuration
+    file, the nearest folder holding ``.git`` at or above the first path, or that path's
+    folder. The cache lives here, and no file outside it is read."""
+    if config.source is not None:
+        return config.root.resolve()
+    first = Path(os.path.abspath(cwd / (paths[0] if paths else ".")))
+    start = first if first.is_dir() else first.parent
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return start
+
+
+def inside(path: Path, roots: Sequence[Path]) -> bool:
+    """Whether ``path``, every link followed, is in one of ``roots`` (resolved folders)."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):  # a link loop
+        return False
+    return any(resolved == root or root in resolved.parents for root in roots)
+
+
+def allowed_roots(paths: Sequence[str], root: Path, cwd: Path) -> tuple[Path, ...]:
+    """The project root, and each folder named on the command line that is not a link."""
+    roots = [root]
+    for raw in paths or ["."]:
+        given = Path(os.path.abspath(cwd / raw))
+        if given.is_dir() and not given.is_symlink():
+            roots.append(given.resolve())
+    return tuple(dict.fromkeys(roots))
+
+
 def display_path(path: Path, cwd: Path) -> str:
     """How a file is named in reports: relative to the working directory when possible."""
     try:

@@ -57,6 +57,8 @@ class RunResult:
 # the file (and its index summary), the rules that read linked project facts, or only the
 # summary of a project file that is not checked.
 ALL_RULES, FILE_RULES, PROJECT_RULES, SUMMARY_ONLY = 0, 1, 2, 3
+# What a phase's cache key adds to the file's content key.
+FILE_RULES_KEY, PROJECT_RULES_KEY = "|file-rules", "|project-rules|"
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,13 @@ def _batches(items: list[FileJob], size: int) -> Iterable[list[FileJob]]:
         yield items[start:start + size]
 
 
+def worker_count(requested: int | None, files: int) -> int:
+    """Worker processes for ``files`` files: what was asked (default, every core), but never
+    more than the files or the cores."""
+    cores = os.cpu_count() or 1
+    return max(1, min(requested or cores, cores, files))
+
+
 class Engine:
     """Checks a list of files with one configuration, in parallel, using the cache.
 
@@ -309,10 +318,13 @@ class Engine:
                  cache: ResultCache | None = None,
                  rules: Sequence[type[Rule]] = registry.RULES,
                  progress: Callable[[int, int], None] | None = None,
-                 use_triggers: bool = True, project_root: Path | None = None,
+                 use_triggers: bool = True, roots: Sequence[Path] = (),
+                 project_root: Path | None = None,
                  project_files: Sequence[Path] | None = None,
                  index_cache: Any = None) -> None:
         self.use_triggers = use_triggers
+        # Files whose links resolve outside these folders are not read (none: no limit).
+        self.roots = tuple(roots)
         self.config = config
         self.packs = packs
         self.jobs = max(1, jobs or os.cpu_count() or 1)
@@ -327,15 +339,20 @@ class Engine:
 
     def run(self, files: Sequence[Path], run: RunContext, cwd: Path | None = None) -> RunResult:
         """Check ``files`` and finish the run-level rules."""
-        from reviewbot.discovery import display_path, relative_to_root
+        from reviewbot.discovery import display_path, inside, relative_to_root
 
         cwd = cwd or Path.cwd()
         results: dict[str, FileResult] = {}
         read: list[tuple[Path, str, str, bytes]] = []
         for path in files:
             shown = display_path(path, cwd)
+            if self.roots and not inside(path, self.roots):
+                results[shown] = FileResult(shown, [_file_finding(
+                    UnreadableFile, shown, "Skipped: a symbolic link to a file outside the "
+                    "project")])
+                continue
             try:
-                data = read_bytes(str(path))
+                data = read_bytes(str(path), self.config.max_file_size)
             except UnreadableSource as exc:
                 results[shown] = FileResult(shown, [_file_finding(UnreadableFile, shown,
                                                                   f"Skipped: {exc}")])
@@ -391,17 +408,23 @@ class Engine:
         todo: list[tuple[str, FileJob]] = []
         entries: dict[str, ModuleEntry] = {}
         checked: set[Path] = set()
+        summary_jobs: list[tuple[str, FileJob]] = []
+        only: dict[str, ModuleEntry] = {}  # by path from the root: files needing a summary
         for path, shown, rel, data in read:
             checked.add(path)
             entry = self._entry(path, root, data, tops, index_cache, digest_of, module_name,
                                 ModuleEntry)
-            key = content_key(shown, data) + "|file-rules"
+            key = content_key(shown, data) + FILE_RULES_KEY
             cached = self.cache.get(key) if self.cache else None
             needs_summary = entry is not None and entry.summary is _MISSING
-            if cached is not None and not needs_summary:
+            if cached is not None:
                 first[shown] = cached
                 cached_first.add(shown)
                 self._cached += 1
+                if needs_summary:  # the results are cached, the index summary is not
+                    summary_jobs.append(("", FileJob(entry.rel, entry.rel, data, SUMMARY_ONLY,
+                                                     entry.name, path.name == "__init__.py")))
+                    only[entry.rel] = entry
             else:
                 todo.append((key, FileJob(shown, rel, data, FILE_RULES,
                                           entry.name if needs_summary else None,
@@ -409,13 +432,11 @@ class Engine:
             if entry is not None:
                 entries[shown] = entry
         # The rest of the project: summaries only.
-        summary_jobs: list[tuple[str, FileJob]] = []
-        only: dict[str, ModuleEntry] = {}
         for path in self.project_files or ():
             if path in checked:
                 continue
             try:
-                data = read_bytes(str(path))
+                data = read_bytes(str(path), self.config.max_file_size)
             except UnreadableSource:
                 continue
             entry = self._entry(path, root, data, tops, index_cache, digest_of, module_name,
@@ -453,7 +474,7 @@ class Engine:
             for path, shown, rel, data in read:
                 entry = entries.get(shown)
                 hot = facts.for_file(entry.rel) if entry is not None else {}
-                key = content_key(shown, data) + "|project-rules|" + \
+                key = content_key(shown, data) + PROJECT_RULES_KEY + \
                     (facts.digest(entry.rel) if entry is not None else "")
                 cached = self.cache.get(key) if self.cache else None
                 if cached is not None:
@@ -496,10 +517,11 @@ class Engine:
         if self.progress and total:
             self.progress(done, total)
 
-    def _pool_for(self) -> ProcessPoolExecutor:
+    def _pool_for(self, workers: int) -> ProcessPoolExecutor:
+        """The run's pool of workers, made on first use and shared by its phases."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                self.jobs, initializer=_init_worker,
+                workers, initializer=_init_worker,
                 initargs=(self.config, self.packs, self.rules, self.use_triggers))
         return self._pool
 
@@ -508,7 +530,8 @@ class Engine:
                ) -> Iterable[tuple[str, FileResult]]:
         keys = {(job.display, job.phase): key for key, job in todo}
         jobs = [job for _, job in todo]
-        if self.jobs == 1 or len(jobs) < 4:
+        workers = worker_count(self.jobs, len(jobs))
+        if workers == 1 or len(jobs) < 4:
             checker = Checker(self.config, self.packs, self.rules, self.use_triggers)
             for job in jobs:
                 yield keys[(job.display, job.phase)], checker.check(job)
@@ -518,10 +541,10 @@ class Engine:
             return
         # Largest files first, in small batches: the workers finish together.
         jobs = sorted(jobs, key=lambda job: len(job.data), reverse=True)
-        size = max(1, min(16, len(jobs) // (self.jobs * 8) or 1))
+        size = max(1, min(16, len(jobs) // (workers * 8) or 1))
         pending = {(job.display, job.phase): job for job in jobs}
         try:
-            pool = self._pool_for()
+            pool = self._pool_for(workers)
             futures = {pool.submit(_check_batch, batch): batch for batch in _batches(jobs, size)}
             for future in as_completed(futures):
                 batch = futures[future]

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from reviewbot.errors import ReviewbotError
+from reviewbot.textsafe import line_start, printable
 
 
 def parse_target(spec: str) -> tuple[str, int]:
     """``path:line`` -> (path, line); a one-line error for anything else."""
     path, sep, line = spec.rpartition(":")
     if not sep or not path or not line.isdigit() or int(line) < 1:
-        raise ReviewbotError(f"{spec}: expected FILE:LINE, e.g. src/runner.py:120")
+        raise ReviewbotError(f"{printable(spec)}: expected FILE:LINE, e.g. src/runner.py:120")
     return path, int(line)
 
 
@@ -42,12 +43,13 @@ def explain(path: Path, line: int, shown: str, packs: Any, facts: Any, root: Pat
         text = decode(read_bytes(str(path))).text
         tree = parse_quietly(text)
     except UnreadableSource as exc:
-        raise ReviewbotError(f"{shown}: cannot be read ({exc})") from None
+        raise ReviewbotError(f"{printable(shown)}: cannot be read ({exc})") from None
     except (SyntaxError, ValueError, RecursionError):
-        raise ReviewbotError(f"{shown}: does not parse, so nothing on it is analysed") from None
+        raise ReviewbotError(f"{printable(shown)}: does not parse, so nothing on it is "
+                             "analysed") from None
     lines = text.splitlines()
     if line > len(lines):
-        raise ReviewbotError(f"{shown}:{line}: the file has {len(lines)} lines")
+        raise ReviewbotError(f"{printable(shown)}:{line}: the file has {len(lines)} lines")
     rel = None
     if root is not None and facts is not None:
         try:
@@ -60,13 +62,14 @@ def explain(path: Path, line: int, shown: str, packs: Any, facts: Any, root: Pat
                                   linked_devices=devices)
     chains = analyzer.hot_paths()
     func = _function_at(analyzer, line)
-    out.write(f"{shown}:{line}: {lines[line - 1].strip()}\n")
+    out.write(f"{line_start(shown)}:{line}: {printable(lines[line - 1].strip())}\n")
     if func is None:
         out.write("  not inside a function: module-level code runs once, never per step\n")
         return 0
     chain = chains.get(func.qualname)
     if chain is not None:
-        out.write(f"  function {func.qualname}: hot, through {' -> '.join(chain)}\n")
+        out.write(printable(f"  function {func.qualname}: hot, through {' -> '.join(chain)}")
+                  + "\n")
     elif analyzer.is_startup(func):
         out.write(f"  function {func.qualname}: start-up code (a startup pattern of the packs)"
                   ", never hot\n")
@@ -78,7 +81,8 @@ def explain(path: Path, line: int, shown: str, packs: Any, facts: Any, root: Pat
         out.write("  no expression on this line was labelled\n")
     for text_, label in seen:
         why = f": {label.why}" if label.why else ""
-        out.write(f"  {text_} -> {label.kind}{' (boolean)' if label.boolean else ''}{why}\n")
+        out.write(printable(f"  {text_} -> {label.kind}{' (boolean)' if label.boolean else ''}"
+                            f"{why}") + "\n")
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import difflib
 import os
+import re
 import stat
 import tempfile
 import warnings
@@ -28,12 +29,16 @@ from reviewbot.finding import Edit, Finding, Fix
 from reviewbot.packs import PackData
 from reviewbot.rule import Rule
 from reviewbot.source import UnreadableSource, decode, line_starts, newline_of, read_bytes
+from reviewbot.textsafe import printable
 
 MAX_PASSES = 8
 
 
 class FixError(Exception):
     """A file could not be fixed; the message says why, in one line."""
+
+
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
 @dataclass
@@ -56,9 +61,11 @@ class FileFix:
 
     def diff(self) -> str:
         """A unified diff of the change."""
-        old = self.old.splitlines(keepends=True)
-        new = self.new.splitlines(keepends=True)
-        lines = difflib.unified_diff(old, new, f"a/{self.path}", f"b/{self.path}")
+        # Lines end where Python's do (a form feed or U+2028 inside a line is not an end).
+        old = _LINES.findall(self.old)
+        new = _LINES.findall(self.new)
+        shown = printable(self.path)
+        lines = difflib.unified_diff(old, new, f"a/{shown}", f"b/{shown}")
         return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end "
                        "of file\n" for line in lines)
 
@@ -196,7 +203,7 @@ class Fixer:
     def fix_file(self, path: Path, shown: str, rel: str) -> FileFix:
         """Read and fix one file (nothing is written)."""
         try:
-            data = read_bytes(str(path))
+            data = read_bytes(str(path), self.checker.config.max_file_size)
             source = decode(data)
         except UnreadableSource as exc:
             return FileFix(shown, error=f"skipped: {exc}")

@@ -86,10 +86,27 @@ def builtin_pack_names() -> list[str]:
 
 def _locate(spec: str, root: Path, source: str, key: str) -> Path:
     if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
-        path = (root / spec)
+        # A pack of the project's own: a relative path that stays inside the project (a
+        # pull request's configuration must not make reviewbot read files elsewhere).
+        if Path(spec).is_absolute() or spec.startswith(("/", "\\")) or ":" in spec:
+            raise ConfigError(source, key, f"rule pack {spec!r}: expected a pack name or a "
+                              "path relative to the configuration's folder")
+        project = root.resolve()
+        path = root / spec
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError):
+            resolved = None
+        if resolved is None or not (resolved == project or project in resolved.parents):
+            raise ConfigError(source, key, f"rule pack {spec!r} is outside the project "
+                              f"({project}); only packs inside it are read")
         if not path.is_file():
             raise ConfigError(source, key, f"no rule pack file {spec!r} (looked in {root})")
         return path
+    if not spec.replace("-", "").replace("_", "").isalnum():
+        raise ConfigError(source, key, f"unknown rule pack {spec!r}; expected one of "
+                          f"{', '.join(builtin_pack_names()) or 'none'} or a path to a .yml "
+                          "file")
     for folder in builtin_pack_dirs():
         path = folder / f"{spec}.yml"
         if path.is_file():
@@ -106,15 +123,16 @@ def _strings(value: Any, shown: str, key: str) -> tuple[str, ...]:
 
 def load_pack(path: Path) -> dict[str, Any]:
     """Read and validate one pack file."""
-    import yaml
+    from reviewbot import yaml_load
 
     shown = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(shown, "<file>", f"cannot be read ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(shown, "<file>", "invalid YAML: " + " ".join(str(exc).split())) from None
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(shown, "<file>", "cannot be read (not UTF-8)") from None
+    except OSError as exc:
+        raise ConfigError(shown, "<file>", f"cannot be read ({exc.strerror})") from None
+    data = yaml_load.load(text, shown)
     if not isinstance(data, dict):
         raise ConfigError(shown, "<top level>", "expected a table with name, description, ...")
     for key in data:
@@ -199,3 +217,19 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
         size_bounds=bounds,
         default_device=default_device,
     )
+
+
+def with_packs(packs: PackData, more: PackData) -> PackData:
+    """``packs`` extended by ``more`` (as if listed after them)."""
+    import dataclasses
+
+    merged: dict[str, Any] = {}
+    for item in dataclasses.fields(PackData):
+        old, new = getattr(packs, item.name), getattr(more, item.name)
+        if item.name == "size_bounds":
+            merged[item.name] = {**old, **new}
+        elif item.name == "default_device":
+            merged[item.name] = new if new != "unknown" else old
+        else:
+            merged[item.name] = tuple(dict.fromkeys((*old, *new)))
+    return PackData(**merged)

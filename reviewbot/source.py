@@ -54,15 +54,20 @@ def decode(data: bytes) -> Source:
     return Source(text=text, encoding=codec, bom=bom)
 
 
-def read_bytes(path: str) -> bytes:
-    """Read a file (raises UnreadableSource with a one-line reason)."""
+def read_bytes(path: str, max_bytes: int | None = None) -> bytes:
+    """Read a file (raises UnreadableSource with a one-line reason), at most ``max_bytes``."""
     try:
         # O_NONBLOCK: opening a named pipe must not wait for a writer.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
                 raise UnreadableSource("not a regular file")
-            data = handle.read()
+            if max_bytes is not None and info.st_size > max_bytes:
+                raise UnreadableSource(_too_large(info.st_size, max_bytes))
+            data = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
+            if max_bytes is not None and len(data) > max_bytes:  # it grew while read
+                raise UnreadableSource(_too_large(len(data), max_bytes))
     except FileNotFoundError:
         raise UnreadableSource("no such file (deleted or a dangling link)") from None
     except IsADirectoryError:
@@ -72,6 +77,11 @@ def read_bytes(path: str) -> bytes:
     except OSError as exc:
         raise UnreadableSource(f"cannot be read ({exc.strerror or exc})") from None
     return data
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (f"larger than max-file-size ({size} bytes, the limit is {limit}); raise "
+            "max-file-size to check it")
 
 
 _LINE_END = re.compile(r"\r\n|\r|\n")

@@ -36,6 +36,9 @@ class CliResult:
 def run_cli(monkeypatch: pytest.MonkeyPatch):
     """Run ``reviewbot ARGS`` in-process in a folder; return exit code and output."""
 
+    # Output is the same in and out of a GitHub Actions job (where `fix` fences its diff).
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
     def run(args: Sequence[str], cwd: Path | None = None) -> CliResult:
         if cwd is not None:
             monkeypatch.chdir(cwd)

@@ -52,6 +52,10 @@ class FakeGitHub:
         self.check_runs: list[dict[str, Any]] = []
         self.requests: list[tuple[str, str, str]] = []  # method, path, authorization
         self.faults: list[Fault] = []
+        # Who the token acts as: None answers GET /user with 403, as for the Actions token
+        # (whose comments GitHub signs as github-actions[bot]).
+        self.login: str | None = None
+        self.contents: dict[tuple[str, str], str] = {}  # (path, ref) -> text
         self._next_id = 100
         server.expect_request(re.compile(".*")).respond_with_handler(self.handle)
 
@@ -68,6 +72,12 @@ class FakeGitHub:
         return Response(json.dumps(data), status=status, headers=headers or {},
                         content_type="application/json")
 
+    @property
+    def author(self) -> dict[str, Any]:
+        """The user object of what the token posts."""
+        login = self.login or "github-actions[bot]"
+        return {"login": login, "id": 41898282, "type": "Bot" if "[bot]" in login else "User"}
+
     def paths(self, method: str) -> list[str]:
         """The paths of the recorded requests with this method."""
         return [path for m, path, _ in self.requests if m == method]
@@ -82,6 +92,21 @@ class FakeGitHub:
                 return self._json(fault.body, fault.status, fault.headers)
         repo = f"/repos/{OWNER}/{NAME}"
         pull = f"{repo}/pulls/{NUMBER}"
+        if request.method == "GET" and path == "/user":
+            if self.login is None:
+                return self._json({"message": "Resource not accessible by integration"}, 403)
+            return self._json(self.author)
+        if request.method == "GET" and path.startswith(f"{repo}/contents/"):
+            import base64
+
+            rel = path[len(f"{repo}/contents/"):]
+            text = self.contents.get((rel, request.args.get("ref", "")))
+            if text is None:
+                return self._json({"message": "Not Found"}, 404)
+            return self._json({"type": "file", "encoding": "base64", "path": rel,
+                               "name": rel.rsplit("/", 1)[-1], "size": len(text),
+                               "content": base64.b64encode(text.encode()).decode(),
+                               "sha": "3" * 40})
         if request.method == "GET" and path == repo:
             return self._json({"id": 1, "name": NAME, "full_name": f"{OWNER}/{NAME}",
                                "url": self.repo_url, "owner": {"login": OWNER}})
@@ -109,7 +134,7 @@ class FakeGitHub:
                 self.review_comments.append({
                     "id": self._id(), "path": comment["path"], "line": comment["line"],
                     "original_line": comment["line"], "body": comment["body"],
-                    "pull_request_review_id": review_id})
+                    "pull_request_review_id": review_id, "user": self.author})
             return self._json({"id": review_id, "body": payload.get("body", ""),
                                "state": "COMMENTED", "commit_id": HEAD})
         if request.method == "GET" and path == f"{repo}/issues/{NUMBER}/comments":
@@ -117,7 +142,8 @@ class FakeGitHub:
         if request.method == "POST" and path == f"{repo}/issues/{NUMBER}/comments":
             comment_id = self._id()
             comment = {"id": comment_id, "body": request.get_json()["body"],
-                       "url": f"{self.repo_url}/issues/comments/{comment_id}"}
+                       "url": f"{self.repo_url}/issues/comments/{comment_id}",
+                       "user": self.author}
             self.issue_comments.append(comment)
             return self._json(comment, 201)
         match = re.fullmatch(rf"{repo}/issues/comments/(\d+)", path)

@@ -89,12 +89,14 @@ def test_the_review_step_passes_every_input_to_the_cli(tmp_path):
     env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
            "INPUT_FILTER_MODE": "diff_context", "INPUT_FAIL_LEVEL": "warning",
            "INPUT_REPORTER": "annotations", "INPUT_PATHS": "src lib/engine",
-           "INPUT_CONFIG": "", "INPUT_DOCSTRING_THRESHOLD": "80", "INPUT_MAX_COMMENTS": "5"}
+           "INPUT_CONFIG": "", "INPUT_DOCSTRING_THRESHOLD": "80", "INPUT_MAX_COMMENTS": "5",
+           "INPUT_CONFIG_FROM": "base"}
     result = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True,
                             text=True, check=True)
     assert result.stdout.splitlines() == [
         "review", "--filter-mode", "diff_context", "--fail-level", "warning", "--reporter",
-        "annotations", "--max-comments", "5", "--docstring-threshold", "80", "src",
+        "annotations", "--max-comments", "5", "--config-from", "base",
+        "--docstring-threshold", "80", "src",
         "lib/engine"]
 
 
@@ -102,5 +104,5 @@ def test_the_cli_accepts_what_the_action_passes(run_cli):
     result = run_cli(["review", "--help"])
     assert result.code == 0
     for flag in ("--filter-mode", "--fail-level", "--reporter", "--max-comments",
-                 "--docstring-threshold", "--config"):
+                 "--docstring-threshold", "--config", "--config-from"):
         assert flag in result.out

@@ -14,7 +14,7 @@ from reviewbot import registry
 from reviewbot.cache import ResultCache
 from reviewbot.config import Overrides, build_config
 from reviewbot.context import RunContext
-from reviewbot.engine import Engine
+from reviewbot.engine import Engine, FileResult
 from reviewbot.packs import load_packs
 from reviewbot.rule import CstRule
 
@@ -166,7 +166,7 @@ def test_cache_returns_the_same_result_and_is_invalidated(tmp_path):
 def test_damaged_cache_is_ignored(tmp_path, run_cli):
     (tmp_path / "m.py").write_text('"""Doc."""\n')
     assert run_cli(["check", "."], cwd=tmp_path).code == 0
-    for file in (tmp_path / ".reviewbot_cache").glob("*.pickle"):
+    for file in (tmp_path / ".reviewbot_cache").glob("*.json"):
         file.write_bytes(b"not a pickle")
     result = run_cli(["check", "."], cwd=tmp_path)
     assert result.code == 0 and result.err == ""
@@ -184,9 +184,10 @@ def test_cache_is_invalidated_when_reviewbot_changes(tmp_path, monkeypatch):
 
     src = tmp_path / "m.py"
     src.write_text("def f():\n    pass\n")
+    result = FileResult("m.py", [], {"RB301": [("function", "f", 1, False)]})
     first = ResultCache(tmp_path / "c", "cfg")
-    first.put("k", "result")
+    first.put("k", result)
     first.save()
-    assert ResultCache(tmp_path / "c", "cfg").get("k") == "result"
+    assert ResultCache(tmp_path / "c", "cfg").get("k") == result
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "edited")
     assert ResultCache(tmp_path / "c", "cfg").get("k") is None

@@ -42,10 +42,11 @@ def test_fix_turns_before_into_after_exactly(tmp_path, run_cli, name):
 def test_the_fixed_seed_runner_has_the_seed_structure_with_the_right_bound():
     text = (AFTER / "seed_runner.py").read_text(encoding="utf-8")
     assert "valid_sampled_token_ids = self._to_list(sampled_token_ids)" in text
-    assert "self.transfer_event = torch.cuda.Event() if torch.cuda.is_available() else None" \
-        in text
-    assert "self.sampled_token_ids_pinned_cpu = torch.empty(\n            (self.max_num_reqs, 1)," \
-        in text
+    # The state is the class's, made on first use; the first buffer holds the bound.
+    assert "    _to_list_local = threading.local()\n" in text
+    assert "size = max(count, self.max_num_reqs * 1, " in text
+    assert 'device="cpu", pin_memory=True' in text
+    assert "self.transfer_event" not in text.split("def _to_list")[0].split("class ")[-1]
     assert "max_model_len, 1" not in text
     assert "non_blocking=True" in text and ".synchronize()" in text
 
@@ -65,7 +66,8 @@ def test_fixed_files_are_clean_of_what_was_fixed(run_cli, tmp_path):
 def test_crlf_and_tabs_are_kept():
     data = (AFTER / "crlf_tabs.py").read_bytes()
     assert b"\r\n" in data and b"\n" not in data.replace(b"\r\n", b"")
-    assert b"\n\t\tself.transfer_event = " in data.replace(b"\r\n", b"\n")
+    assert b"\n\t_to_list_local = threading.local()\n" in data.replace(b"\r\n", b"\n")
+    assert b"\n\t\t\tevent.record(stream)\n" in data.replace(b"\r\n", b"\n")
     assert b"\n\tdef _to_list(self, tensor: torch.Tensor):" in data.replace(b"\r\n", b"\n")
 
 
@@ -130,6 +132,7 @@ def test_mode_bom_and_encoding_are_kept(tmp_path, run_cli):
 def test_a_symlink_is_not_rewritten(tmp_path, run_cli):
     real = tmp_path / "real.py"
     shutil.copy(BEFORE / "seed_runner.py", real)
+    (tmp_path / ".git").mkdir()  # the project: a link inside it is checked, not rewritten
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "link.py").symlink_to(real)
     result = run_cli(["fix", "--apply", "--no-cache", "sub/link.py"], cwd=tmp_path)

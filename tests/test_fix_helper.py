@@ -10,7 +10,9 @@ checks run on a real GPU in `reviewbot verify`.
 from __future__ import annotations
 
 import ast
+import contextlib
 import textwrap
+import threading
 import types
 
 import pytest
@@ -34,17 +36,42 @@ class FakeCuda(torch.Tensor):
 
 
 class FakeEvent:
-    """Counts what the helper asks of its event."""
+    """Counts what the helper asks of its event (every event made is in ``made``)."""
+
+    made: list["FakeEvent"] = []
+    pause = 0.0  # seconds synchronize() waits, to let other threads run meanwhile
 
     def __init__(self) -> None:
         self.records = 0
         self.syncs = 0
+        self.streams: list = []
+        FakeEvent.made.append(self)
 
     def record(self, stream=None) -> None:
         self.records += 1
+        self.streams.append(stream)
 
     def synchronize(self) -> None:
         self.syncs += 1
+        if FakeEvent.pause:
+            import time
+
+            time.sleep(FakeEvent.pause)
+
+
+class Events:
+    """All events the helpers made since this stand-in was built, summed."""
+
+    def __init__(self) -> None:
+        FakeEvent.made = []
+
+    @property
+    def records(self) -> int:
+        return sum(e.records for e in FakeEvent.made)
+
+    @property
+    def syncs(self) -> int:
+        return sum(e.syncs for e in FakeEvent.made)
 
 
 def _shim() -> types.SimpleNamespace:
@@ -52,14 +79,24 @@ def _shim() -> types.SimpleNamespace:
 
     def empty(*args, pin_memory=False, **kwargs):
         allocations.append(pin_memory)
+        shim.devices.append(kwargs.get("device"))
         return torch.empty(*args, **kwargs)
 
     shim = types.SimpleNamespace(**{name: getattr(torch, name) for name in
                                     ("Tensor", "int64", "int32", "float32")})
     shim.empty = empty
     shim.allocations = allocations
+    shim.devices = []
+    shim.entered = []  # the streams the helper made current
+
+    @contextlib.contextmanager
+    def stream(value):
+        shim.entered.append(value)
+        yield
+
     shim.cuda = types.SimpleNamespace(Event=FakeEvent, is_available=lambda: True,
-                                      current_stream=lambda device=None: None)
+                                      current_stream=lambda device=None: ("stream", device),
+                                      stream=stream)
     return shim
 
 
@@ -73,25 +110,26 @@ def _helper_source(path, cls: str | None) -> str:
     return textwrap.dedent(ast.get_source_segment(text, func))
 
 
-def method_helper():
-    """The class helper the fixer inserted into the seed runner, bound to a stand-in."""
+def method_helper(owner=None):
+    """The class helper the fixer inserted into the seed runner, bound to a stand-in
+    whose class holds the helper's per-thread state, as the fixed class does."""
     shim = _shim()
-    namespace = {"torch": shim}
+    namespace = {"torch": shim, "threading": threading}
     exec(_helper_source(FIXTURES / "fix" / "after" / "seed_runner.py", "GPUModelRunner"),
          namespace)
-    owner = types.SimpleNamespace(
-        transfer_event=FakeEvent(),
-        sampled_token_ids_pinned_cpu=torch.empty((4, 1), dtype=torch.int64))
-    return (lambda t: namespace["_to_list"](owner, t)), owner.transfer_event, shim
+    if owner is None:
+        owner = types.SimpleNamespace(_to_list_local=threading.local(), max_num_reqs=4)
+    events = Events()
+    return (lambda t: namespace["_to_list"](owner, t)), events, shim
 
 
 def function_helper():
     """The module-level helper the fixer inserted for free functions."""
     shim = _shim()
-    namespace = {"torch": shim}
-    exec("_TO_LIST_STATE = {}\n" + _helper_source(FIXTURES / "fix" / "after" /
-                                                  "free_functions.py", None), namespace)
-    return namespace["_to_list"], namespace["_TO_LIST_STATE"], shim
+    namespace = {"torch": shim, "threading": threading}
+    exec("_TO_LIST_LOCAL = threading.local()\n" + _helper_source(
+        FIXTURES / "fix" / "after" / "free_functions.py", None), namespace)
+    return namespace["_to_list"], namespace["_TO_LIST_LOCAL"], shim
 
 
 @st.composite
@@ -170,7 +208,5 @@ def test_the_fixed_runner_builds_without_cuda():
     runner = module.GPUModelRunner(vocab_size=32, hidden_size=8, max_num_reqs=4,
                                          max_model_len=16, max_num_batched_tokens=16,
                                          device=torch.device("cpu"))
-    assert runner.transfer_event is None
-    assert tuple(runner.sampled_token_ids_pinned_cpu.shape) == (4, 1)
     ids = torch.tensor([[3], [1]])
     assert runner._to_list(ids) == [[3], [1]]

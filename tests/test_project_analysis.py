@@ -223,8 +223,8 @@ def test_the_index_cache_is_data_and_survives_a_damaged_file(tmp_path):
     cache = IndexCache(folder)
     build_index(root, sorted(root.rglob("*.py")), cache)
     cache.save()
-    stored = json.loads(next(folder.glob("index-*.json")).read_text())
-    assert stored["version"] and stored["summaries"]
+    header, _, body = next(folder.glob("index-*.json")).read_bytes().partition(b"\n")
+    assert json.loads(header)["mac"] and json.loads(body)
     again = build_index(root, sorted(root.rglob("*.py")), IndexCache(folder))
     assert again.summarised == 0  # everything came from the cache
     next(folder.glob("index-*.json")).write_text("{not json")
@@ -382,3 +382,36 @@ def test_custom_ops_reach_the_function_they_register(tmp_path, run_cli):
         """,
     })
     assert [f["line"] for f in sync_findings(run_cli, root)] == [15]
+
+
+def test_a_forged_index_entry_is_not_believed(tmp_path, run_cli):
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    assert len(sync_findings(run_cli, root)) == 1
+    index = next((root / ".reviewbot_cache").glob("index-*.json"))
+    header, _, body = index.read_bytes().partition(b"\n")
+    summaries = json.loads(body)
+    for entry in summaries.values():  # make the runner call nothing: ops would look cold
+        for info in (entry["s"] or {}).get("functions", {}).values():
+            info["calls"] = []
+    index.write_bytes(header + b"\n" + json.dumps(summaries).encode())
+    for results in (root / ".reviewbot_cache").glob("results-*.json"):
+        results.unlink()
+    assert len(sync_findings(run_cli, root)) == 1
+
+
+def test_more_implicit_syncs(tmp_path, run_cli):
+    root = write_project(tmp_path, {"p/__init__.py": "", "p/runner.py": """
+        import torch
+
+        class ModelRunner:
+            def execute_model(self):
+                a = torch.zeros(4, device="cuda")
+                keep = torch.ones(4, dtype=torch.bool, device="cuda")
+                same = torch.equal(a, a)
+                a[keep] = a * 2
+                a[keep] = 0.0
+                return same
+    """})
+    found = [(f["code"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("RB104", 8), ("RB104", 9)]

@@ -208,7 +208,8 @@ def test_check_run_reporter(run_cli, workspace, fake):
 def test_untrusted_text_is_escaped():
     from reviewbot.github.markdown import code, escape
 
-    assert escape("[x](http://e) @team <b>") == r"\[x\]\(http://e\) \@team \<b\>"
+    assert escape("[x] @team <b>") == r"\[x\] `@team` \<b\>"
+    assert escape("(http://e)") == "`(http://e)`"
     assert code("a`b") == "``a`b``"
 
 

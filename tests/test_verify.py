@@ -31,7 +31,7 @@ def test_the_bundled_runner_verifies_on_cpu(run_cli):
     assert set(report["environment"]) >= {"torch", "cuda", "gpu", "python"}
     (helper,) = report["helpers"]
     assert helper["helper"] == "GPUModelRunner._to_list"
-    assert helper["sites"] == [{"line": 112, "call": "self._to_list(sampled_token_ids)"}]
+    assert helper["sites"] == [{"line": 106, "call": "self._to_list(sampled_token_ids)"}]
     # every dtype x every shape, the views, the oversized tensor, and .item() of 0-d ones
     assert helper["cases"] == 78 and helper["differences"] == []
     scenario = report["scenario"]
@@ -44,8 +44,8 @@ def test_text_report_names_every_part(run_cli):
                       "seed_runner_scenario.py", "--device", "cpu"], cwd=REPO)
     assert result.code == 0
     assert "GPU checks skipped: no CUDA device" in result.out
-    assert "fixtures/fix/after/seed_runner.py:126 GPUModelRunner._to_list: PASS" in result.out
-    assert "site fixtures/fix/after/seed_runner.py:112 self._to_list(sampled_token_ids): PASS" \
+    assert "fixtures/fix/after/seed_runner.py:123 GPUModelRunner._to_list: PASS" in result.out
+    assert "site fixtures/fix/after/seed_runner.py:106 self._to_list(sampled_token_ids): PASS" \
         in result.out
     assert result.out.rstrip().endswith("verdict: PASS")
 

@@ -50,7 +50,7 @@ def test_the_seed_scenario_gives_the_same_results_on_cuda(run_cli):
     report = json.loads(result.out)
     assert result.code == 0, result.out
     assert report["scenario"]["device"] == "cuda" and report["scenario"]["same"]
-    # The fixed readback no longer synchronises: line 112 is not among the lines that do.
-    assert 112 not in [s["line"] for s in report["scenario"]["sync_lines"]]
+    # The fixed readback no longer synchronises: line 106 is not among the lines that do.
+    assert 106 not in [s["line"] for s in report["scenario"]["sync_lines"]]
     # ... while the original `.tolist()` (line 105 before the fix) is caught by it.
     assert 105 in [s["line"] for s in report["scenario"]["sync_lines_before"]]

@@ -112,7 +112,8 @@ class Site:
 _SELF_ATTR = re.compile(r"self\.(\w+)")
 _SELF_WRITE = re.compile(r"self\.(\w+)(?:\s*:[^=\n]*)?\s*=(?!=)")
 _SELF_CALL = re.compile(r"\.(?:(?<=self\.)|(?<=cls\.)|(?<=\)\.))(\w+)\s*\(")
-_OPERATORS = ("==", "!=", "<", "~", "logical_", "isnan", "isinf", "non_blocking")
+_OPERATORS = ("==", "!=", "<", "~", "logical_", "isnan", "isinf", "non_blocking", "mask",
+              "equal(")
 _GREATER = re.compile(r">(?<!->)").search  # a comparison, not a return annotation
 # Text without which a function holds no site: sync calls, data-dependent ops, tests and
 # comparisons (conditions, masks), and non_blocking copies.
@@ -591,6 +592,12 @@ def host_named(name: str) -> bool:
     return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
 
 
+def _bool_dtype(call: ast.Call) -> bool:
+    """A factory asked for ``dtype=torch.bool``: its tensor is a mask."""
+    dtype = _kw(call, "dtype")
+    return isinstance(dtype, ast.Attribute) and dtype.attr == "bool"
+
+
 def mask_named(name: str) -> bool:
     """Whether a tensor's name says it is a boolean mask (``*_mask``, ``mask``)."""
     return name.lower().endswith("mask")
@@ -646,6 +653,7 @@ class ModuleAnalyzer:
         self.tensor_returns = frozenset(devices.get("returns", ()))
         # key ("pkg.mod.Class" as imported, or "local:Class") -> field -> "tensor" | "host"
         self.class_fields: dict[str, dict[str, str]] = devices.get("classes", {}) or {}
+        self.other_platform = bool(devices.get("other_platform"))
         self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
@@ -999,7 +1007,10 @@ class ModuleAnalyzer:
         return result
 
     def non_cuda(self) -> bool:
-        """Whether the module imports another accelerator's stack (XLA, Neuron, ...)."""
+        """Whether the module imports another accelerator's stack (XLA, Neuron, ...), or
+        its path names one (``hardware_backend/npu/``)."""
+        if self.other_platform:
+            return True
         prefixes = self.m_packs_non_cuda
         if not prefixes:
             return False
@@ -1095,7 +1106,8 @@ class FunctionWalker:
                 self.env[arg.arg] = Label(DEV_CUDA, f"the device of {cls.name}")
             elif arg.arg in passed:
                 label = passed[arg.arg]
-                self.env[arg.arg] = label.but(f"passed by a caller: {label.why}")
+                self.env[arg.arg] = label if label.why.startswith("passed by a caller") else \
+                    label.but(f"passed by a caller: {label.why}")
             elif module.class_key(arg.annotation) is not None:
                 self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
             elif self._is_tensor_annotation(arg.annotation) and host_named(arg.arg):
@@ -1208,8 +1220,14 @@ class FunctionWalker:
                 for t in target.elts:
                     self.bind(t.value if isinstance(t, ast.Starred) else t, part)
         elif isinstance(target, ast.Subscript):
-            self.label(target.value, write=True)
-            self.label(target.slice)
+            base = self.label(target.value, write=True)
+            index = self.label(target.slice)
+            if base.kind == CUDA and index.kind == CUDA and index.boolean and \
+                    label.kind in (CUDA, CPU):
+                # x[mask] = tensor: the values are scattered to where the mask is true, a
+                # count the host needs (a Python scalar is a masked_fill, which does not).
+                self.site("RB104", target, f"boolean-mask assignment `{_short(target)} = ...` "
+                          "with a tensor value (its size depends on the data)", base)
 
     # Statements ---------------------------------------------------------------------
     def stmt(self, node: ast.stmt) -> None:
@@ -1714,7 +1732,7 @@ class FunctionWalker:
             if device is not None:
                 if device.kind == DEV_CUDA:
                     return Label(CUDA, f"allocated on {device.why or 'a CUDA device'} at line "
-                                       f"{node.lineno}")
+                                       f"{node.lineno}", _bool_dtype(node))
                 if device.kind == DEV_CPU:
                     return Label(CPU, f"allocated on the CPU at line {node.lineno}")
                 if device.kind in (CUDA, CPU):  # device=other_tensor.device spelled oddly
@@ -1729,6 +1747,10 @@ class FunctionWalker:
             if self.func.cls is not None and self.func.cls.is_module:
                 return UNKNOWN_L  # models are often built under torch.device("cuda")
             return Label(CPU, f"{qual} without a device is on the CPU")
+        if name == "equal" and len(args) >= 2 and any(a.kind == CUDA for a in args[:2]):
+            tensor = combine(args[:2])
+            self.site("RB104", node, f"`{qual}` of CUDA tensors (returns a Python bool)", tensor)
+            return VALUE_L
         if name in DATA_DEPENDENT or (name == "where" and len(node.args) == 1):
             tensor = combine(args[:1])
             if tensor.kind == CUDA:

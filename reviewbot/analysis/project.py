@@ -25,19 +25,20 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import hmac
 import json
 import os
-import tempfile
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from reviewbot.analysis.gpu import guard_of
 from reviewbot.packs import PackData
 
 SUMMARY_VERSION = 5
+MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
 MAX_NAME_CANDIDATES = 3
@@ -408,6 +409,77 @@ def summarise(text: str, module: str, is_package: bool = False) -> dict[str, Any
         return None
 
 
+# Folder and file names of code for another accelerator than CUDA (a backend's own tree).
+OTHER_PLATFORM_PARTS = frozenset({"npu", "xpu", "hpu", "tpu", "mlx", "mps", "rocm", "hip",
+                                  "mlu", "musa", "neuron", "ascend", "gaudi", "habana"})
+
+
+def other_platform_path(rel: str) -> bool:
+    """Whether a file's path names another accelerator: a folder or file name that is one
+    (``hardware_backend/npu/``, ``tpu_model_runner.py`` by its first part), not a word
+    inside a name (``hipflash.py`` is not)."""
+    parts = rel.removesuffix(".py").split("/")
+    return any(part in OTHER_PLATFORM_PARTS or part.split("_", 1)[0] in OTHER_PLATFORM_PARTS
+               for part in parts)
+
+
+# The project a run indexes --------------------------------------------------------------
+ENGINES = ("vllm", "sglang")  # engines with a pack of their own, by package name
+
+
+def engine_pack_names(config: Any, root: Path | None, files: Sequence[Path]) -> list[str]:
+    """The engine packs for a project that is (a package of that name at its top) or
+    imports (``import vllm``, ``from sglang...``) an engine with a pack of its own."""
+    if not config.engine_packs or root is None:
+        return []
+    found = [name for name in ENGINES if name not in config.rule_packs and (
+        (root / name / "__init__.py").is_file() or (root / "python" / name / "__init__.py").is_file()
+        or (root / "src" / name / "__init__.py").is_file())]
+    wanted = [name for name in ENGINES if name not in found and name not in config.rule_packs]
+    if wanted:
+        import re
+
+        needles = {name: (re.compile(rb"^[ \t]*(?:import|from)[ \t]+" + name.encode() +
+                                     rb"\b", re.MULTILINE),) for name in wanted}
+        from reviewbot.source import UnreadableSource, read_bytes
+
+        for path in files:
+            try:
+                # Regular files only (never waits on a pipe), within the size limit.
+                data = read_bytes(str(path), config.max_file_size)
+            except UnreadableSource:
+                continue
+            for name in list(needles):
+                if any(needle.search(data) for needle in needles[name]):
+                    found.append(name)
+                    del needles[name]
+            if not needles:
+                break
+    return found
+
+
+def project_index_files(files: Sequence[Path], config: Any,
+                        cwd: Path) -> tuple[Path | None, list[Path]]:
+    """The project the checked files belong to and every Python file in it (the index),
+    when a rule that reads project facts is on; links out of the project are left out."""
+    from reviewbot import registry
+    from reviewbot.discovery import discover
+
+    if not files or not any(r.project_facts and r.code in config.enabled
+                            for r in registry.RULES):
+        return None, []
+    root = project_root(files)
+    real_root = root.resolve()
+    found = []
+    for path in discover([str(root)], config, cwd=cwd):
+        try:
+            path.resolve().relative_to(real_root)
+        except (ValueError, OSError, RuntimeError):  # outside, unreadable, a link loop
+            continue
+        found.append(path)
+    return root, found
+
+
 # The index ------------------------------------------------------------------------------
 @dataclass
 class ModuleEntry:
@@ -440,54 +512,70 @@ def digest_of(data: bytes) -> str:
 
 
 class IndexCache:
-    """Summaries by content hash, in one JSON file (data only, never code)."""
+    """Summaries by content hash, in one JSON file (data only, never code), with a MAC made
+    with the result cache's key, kept outside any checkout: a summary committed or edited
+    by anyone without that key (to make a function look cold, say) is never believed."""
 
     def __init__(self, folder: Path | None) -> None:
+        from reviewbot.cache import _is_link, signing_key
+
         self.file = None if folder is None else folder / f"index-v{SUMMARY_VERSION}.json"
         self.entries: dict[str, Any] = {}
         self.used: dict[str, Any] = {}
         self.dirty = False
-        if self.file is not None and not folder.is_symlink():
-            try:
-                with open(self.file, encoding="utf-8") as handle:
-                    data = json.load(handle)
-                if isinstance(data, dict) and data.get("version") == SUMMARY_VERSION and \
-                        isinstance(data.get("summaries"), dict):
-                    self.entries = data["summaries"]
-            except (OSError, ValueError, UnicodeDecodeError):
-                self.entries = {}
+        self.key = signing_key() if folder is not None else None
+        if self.file is None or self.key is None or _is_link(folder):
+            self.file = None
+            return
+        try:
+            if _is_link(self.file):
+                return
+            with open(self.file, "rb") as handle:
+                raw = handle.read(MAX_INDEX_BYTES + 1)
+            header, _, body = raw.partition(b"\n")
+            meta = json.loads(header) if len(raw) <= MAX_INDEX_BYTES else None
+            if isinstance(meta, dict) and meta.get("version") == SUMMARY_VERSION and \
+                    isinstance(meta.get("mac"), str) and \
+                    hmac.compare_digest(meta["mac"], self._mac(body)):
+                data = json.loads(body)
+                if isinstance(data, dict):
+                    self.entries = data
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            self.entries = {}
+
+    def _mac(self, body: bytes) -> str:
+        assert self.key is not None
+        return hmac.new(self.key, b"reviewbot-index\0" + body, "sha256").hexdigest()
 
     def get(self, key: str) -> Any:
+        """The summary stored for a file's digest and module name (None when absent; a
+        file that does not parse is stored as None too: see ``used``)."""
         value = self.entries.get(key)
-        if value is not None and _valid_summary(value.get("s") if isinstance(value, dict) else None):
+        if isinstance(value, dict) and _valid_summary(value.get("s")):
             self.used[key] = value
             return value["s"]
         return None
 
     def put(self, key: str, summary: Any) -> None:
+        """Remember a fresh summary."""
         self.used[key] = {"s": summary}
         self.dirty = True
 
     def save(self) -> None:
+        """Write the summaries this run used, atomically (unless nothing changed)."""
+        from reviewbot.cache import _ensure_gitignore, _is_link, _write_atomic
+
         if self.file is None or not (self.dirty or len(self.used) != len(self.entries)):
             return
         folder = self.file.parent
         try:
-            if folder.is_symlink():
-                return
             folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-index-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump({"version": SUMMARY_VERSION, "summaries": self.used}, handle,
-                              separators=(",", ":"))
-                os.replace(tmp, self.file)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            if _is_link(folder):
+                return
+            _ensure_gitignore(folder)
+            body = json.dumps(self.used, separators=(",", ":")).encode()
+            header = json.dumps({"version": SUMMARY_VERSION, "mac": self._mac(body)}).encode()
+            _write_atomic(folder, self.file, header + b"\n" + body)
         except OSError:
             pass  # a cache that cannot be written is not an error
 
@@ -545,6 +633,8 @@ class HotFacts:
         classes = self.linker.fields_seen_from(rel) if self.linker is not None else {}
         if classes:
             out["classes"] = classes
+        if other_platform_path(rel):
+            out["other_platform"] = True
         return out
 
     def digest(self, rel: str) -> str:

@@ -1,12 +1,16 @@
 """The event-sync fix: read a CUDA tensor back through a pinned buffer and an event.
 
 ``x.tolist()`` in a method becomes ``self._to_list(x)``; the class gains the helper (with
-a docstring that says why) and its state in ``__init__``: a ``torch.cuda.Event`` and a
-pinned host buffer, both guarded so that the class still builds without CUDA. In a free
-function the call becomes ``_to_list(x)`` and the module gains a helper with module-level
-state. The helper returns exactly what ``x.tolist()`` returns, for every shape and dtype:
-it copies into a flat pinned buffer viewed in ``x``'s shape, and grows the buffer (only
-when it is too small or of another dtype) instead of overflowing or truncating.
+a docstring that says why) and a class attribute holding its state: a ``threading.local``
+in which each thread keeps, per device, a ``torch.cuda.Event`` and a pinned host buffer,
+both made on first use. Nothing is added to the instances, so they build without CUDA and
+``copy.deepcopy`` and ``pickle`` work on them as before; two threads never share a buffer.
+In a free function the call becomes ``_to_list(x)`` and the module gains a helper with
+the same state at module level. The helper returns exactly what ``x.tolist()`` returns,
+for every shape and dtype: it copies into a flat pinned buffer (``device="cpu"``, whatever
+the default device) viewed in ``x``'s shape, on the current stream of ``x``'s own device,
+records the event on that stream and waits for it; the buffer grows (only when it is too
+small or of another dtype) instead of overflowing or truncating.
 """
 
 from __future__ import annotations
@@ -28,65 +32,55 @@ _WHY = (
     "into a pinned buffer with ``non_blocking=True`` and the host waits on an event recorded\n"
     "after it: for this copy only. The result is exactly ``tensor.tolist()``'s; CPU tensors\n"
     "and machines without CUDA take the plain path. The buffer grows only when a tensor\n"
-    "does not fit, so the hot path does not allocate."
+    "does not fit, so the hot path does not allocate. Each thread has its own event and\n"
+    "buffer per device, made on first use and kept outside the object."
 )
 
+_BODY = '''\
+if not tensor.is_cuda:
+    return tensor.tolist()
+count = tensor.numel()
+states = getattr({local}, "states", None)
+if states is None:
+    states = {local}.states = {{}}
+event, flat = states.get(tensor.device) or (None, None)
+if flat is None or flat.dtype != tensor.dtype or flat.numel() < count:
+    size = max(count, {capacity}flat.numel() if flat is not None else 0)
+    flat = torch.empty(size, dtype=tensor.dtype, device="cpu", pin_memory=True)
+    if event is None:
+        event = torch.cuda.Event()
+    states[tensor.device] = (event, flat)
+host = flat[:count].view(tensor.shape)
+stream = torch.cuda.current_stream(tensor.device)
+with torch.cuda.stream(stream):
+    host.copy_(tensor, non_blocking=True)
+    event.record(stream)
+event.synchronize()
+return host.tolist()
+'''
+
 _METHOD = '''\
+# State of {helper}(): per thread, an event and a pinned buffer per device.
+{local} = threading.local()
+
 def {helper}(self, tensor: torch.Tensor):
     """Return ``tensor.tolist()``, waiting for this copy only, not for the whole GPU.
 
 {why}
     """
-    if not tensor.is_cuda or self.{event} is None:
-        return tensor.tolist()
-    count = tensor.numel()
-    flat = self.{buffer}.view(-1)
-    if flat.dtype != tensor.dtype or flat.numel() < count:
-        flat = torch.empty(max(count, flat.numel()), dtype=tensor.dtype, pin_memory=True)
-        self.{buffer} = flat
-    host = flat[:count].view(tensor.shape)
-    host.copy_(tensor, non_blocking=True)
-    self.{event}.record(torch.cuda.current_stream(tensor.device))
-    self.{event}.synchronize()
-    return host.tolist()
-'''
-
-_STATE = '''\
-# State of {helper}(): an event to wait on and a pinned buffer to copy into.
-self.{event} = torch.cuda.Event() if torch.cuda.is_available() else None
-self.{buffer} = torch.empty(
-    {shape},
-    dtype={dtype},
-    device="cpu",
-    pin_memory=torch.cuda.is_available())
-'''
+{body}'''
 
 _FUNCTION = '''\
-{state} = {{}}
+# State of {helper}(): per thread, an event and a pinned buffer per device.
+{local} = threading.local()
 
 
 def {helper}(tensor: torch.Tensor):
     """Return ``tensor.tolist()``, waiting for this copy only, not for the whole GPU.
 
 {why}
-
-    One event and buffer per device; not for concurrent calls from several threads.
     """
-    if not tensor.is_cuda:
-        return tensor.tolist()
-    count = tensor.numel()
-    state = {state}.get(tensor.device)
-    if state is None or state[1].dtype != tensor.dtype or state[1].numel() < count:
-        state = (torch.cuda.Event(),
-                 torch.empty(count, dtype=tensor.dtype, pin_memory=True))
-        {state}[tensor.device] = state
-    event, flat = state
-    host = flat[:count].view(tensor.shape)
-    host.copy_(tensor, non_blocking=True)
-    event.record(torch.cuda.current_stream(tensor.device))
-    event.synchronize()
-    return host.tolist()
-'''
+{body}'''
 
 # Producers whose dtype is known: index-returning reductions give int64.
 _INT64_METHODS = {"argmax", "argmin", "multinomial", "argsort", "nonzero"}
@@ -101,9 +95,7 @@ _HELPER_SHAPE = re.compile(r"non_blocking\s*=\s*True[\s\S]*\.synchronize\(\)[\s\
 class Request:
     """Whether the tensor holds one row per request, and what the buffer should be."""
 
-    shape: str  # "(self.max_num_reqs, 1)" or "0"
-    dtype: str  # "torch.int64"
-    buffer: str  # attribute name of the buffer
+    capacity: str  # what the buffer holds at least: "self.max_num_reqs * 1", or ""
 
 
 def _indent_of(lines: list[str], line: int) -> str:
@@ -181,6 +173,19 @@ def _free_name(base: str, taken: set[str]) -> str:
     return name
 
 
+def _class_names(cls: ast.ClassDef) -> set[str]:
+    """The names a class body binds (attributes, methods, nested classes)."""
+    names: set[str] = set()
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
 def _is_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     decorators = {ast.unparse(d) for d in func.decorator_list}
     if decorators & {"staticmethod", "classmethod"}:
@@ -228,10 +233,8 @@ class EventSyncFixer:
         self.lines = split_lines(text)
         self.packs = packs
         self.helper = helper
-        self._imports_torch = any(
-            isinstance(node, ast.Import) and any(a.name == "torch" and a.asname is None
-                                                 for a in node.names)
-            for node in tree.body)
+        self._imported = {a.name for node in tree.body if isinstance(node, ast.Import)
+                          for a in node.names if a.asname is None}
         self._writes: dict[int, set[str]] = {}  # id of a class -> the self.x it assigns
 
     def _self_writes(self, cls: ast.ClassDef) -> set[str]:
@@ -258,7 +261,14 @@ class EventSyncFixer:
         if edits is None:
             return None
         return Fix("safe", f"Read {what} through the event-synced `{self.helper}` helper",
-                   tuple(edits), imports=() if self._imports_torch else ("torch",))
+                   tuple(edits), imports=self._imports_for(edits))
+
+    def _imports_for(self, edits: list[Edit]) -> tuple[str, ...]:
+        """``torch``, and ``threading`` when a helper (with its state) is inserted."""
+        needed = ["torch"]
+        if any("threading.local()" in edit.content for edit in edits):
+            needed.insert(0, "threading")
+        return tuple(m for m in needed if m not in self._imported)
 
     def _segment(self, node: ast.expr) -> str | None:
         """The source of a one-line expression."""
@@ -283,29 +293,26 @@ class EventSyncFixer:
                          if is_helper(node, self.lines, 2)), None)
         if existing is not None:
             return [self._call_edit(call, f"self.{existing}({source})")]
-        init = methods.get("__init__")
-        if init is None or self.helper in methods:
+        if self.helper in methods:
             return None
-        taken = self._self_writes(cls) | set(methods)
-        request = self._request(tensor, func, call, cls, taken)
-        event = _free_name("transfer_event", taken)
-        body_indent = _indent_of(self.lines, init.body[0].lineno)
-        state = _STATE.format(helper=self.helper, event=event, buffer=request.buffer,
-                              shape=request.shape, dtype=request.dtype)
-        last = init.body[-1]
-        if isinstance(last, (ast.Return, ast.Raise)):
-            return None
-        after_init = (last.end_lineno or last.lineno) + 1
-        method_indent = _indent_of(self.lines, init.lineno)
-        step = body_indent[len(method_indent):] or "    "
-        state = _reindent(state, step)
-        method = _METHOD.format(helper=self.helper, event=event, buffer=request.buffer,
-                                why=_why("    "))
-        method = _indent(_reindent(method, step), method_indent)
+        taken = self._self_writes(cls) | set(methods) | _class_names(cls)
+        request = self._request(tensor, func, call, cls)
+        local = _free_name(f"_{self.helper.lstrip('_')}_local", taken)
+        method_indent = _indent_of(self.lines, methods[next(iter(methods))].lineno) \
+            if methods else _indent_of(self.lines, cls.body[0].lineno)
+        body_indent = _indent_of(self.lines, cls.body[0].lineno)
+        first = next((node for node in methods.values() if node.body), None)
+        inner = _indent_of(self.lines, first.body[0].lineno) if first is not None else ""
+        step = inner[len(method_indent):] or body_indent[len(_indent_of(
+            self.lines, cls.lineno)):] or "    "
+        method = _METHOD.format(helper=self.helper, local=local, why=_why("    "),
+                                body=_indent(_BODY.format(local=f"self.{local}",
+                                                          capacity=request.capacity),
+                                             "    "))
+        method = _indent(_reindent(method, step), body_indent)
         end_of_class = self._end_of_block(cls)
         return [
             self._call_edit(call, f"self.{self.helper}({source})"),
-            Edit(after_init, 1, after_init, 1, _indent(state, body_indent)),
             Edit(end_of_class, 1, end_of_class, 1, "\n" + method),
         ]
 
@@ -313,10 +320,10 @@ class EventSyncFixer:
         """The line after a block's last line (past trailing comments of the block)."""
         return (node.end_lineno or node.lineno) + 1
 
-    def _request(self, tensor: ast.expr, func: ast.AST, call: ast.Call, cls: ast.ClassDef,
-                 taken: set[str]) -> Request:
-        """A buffer sized by the class's request bound when the tensor is per-request;
-        otherwise an empty one that grows on first use."""
+    def _request(self, tensor: ast.expr, func: ast.AST, call: ast.Call,
+                 cls: ast.ClassDef) -> Request:
+        """A first buffer sized by the class's request bound when the tensor is
+        per-request; otherwise one that fits the first tensor."""
         from reviewbot.analysis.buffers import LENGTH, BoundNames
 
         name = tensor.id if isinstance(tensor, ast.Name) else \
@@ -330,11 +337,8 @@ class EventSyncFixer:
             spellings = (bound, *spec.aliases) if spec else ()
             have = next((s for s in spellings if s in writes), None)
             if have:
-                shape = f"(self.{have}, {rows})" if rows else f"(self.{have},)"
-                return Request(shape, dtype or "torch.int64",
-                               _free_name(f"{name.lstrip('_')}_pinned_cpu", taken))
-        return Request("0", dtype or "torch.int64",
-                       _free_name(f"{self.helper.lstrip('_')}_pinned_cpu", taken))
+                return Request(f"self.{have} * {rows}, " if rows else f"self.{have}, ")
+        return Request("")
 
     # Free functions ---------------------------------------------------------------
     def _function_fix(self, call: ast.Call, source: str) -> list[Edit] | None:
@@ -350,11 +354,13 @@ class EventSyncFixer:
             return [self._call_edit(call, f"{existing}({source})")]
         if self.helper in names:
             return None
-        state = f"_{self.helper.lstrip('_').upper()}_STATE"
+        state = f"_{self.helper.lstrip('_').upper()}_LOCAL"
         if state in names:
             return None
         where = self._after_imports()
-        helper = _FUNCTION.format(helper=self.helper, state=state, why=_why("    "))
+        helper = _FUNCTION.format(helper=self.helper, local=state, why=_why("    "),
+                                  body=_indent(_BODY.format(local=state, capacity=""),
+                                               "    "))
         return [self._call_edit(call, f"{self.helper}({source})"),
                 Edit(where, 1, where, 1, "\n\n" + helper if where > 1 else helper + "\n\n")]
 

@@ -10,21 +10,47 @@ import re
 from collections import Counter
 from typing import Any
 
+from reviewbot.textsafe import printable
+
 SUMMARY_MARKER = "<!-- reviewbot:summary -->"
-_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~@])")
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~@&])")
+# At the start of a line these open a list, a heading or a thematic break.
+_LEADING = re.compile(r"^([-+=]|\d+(?=[.)]))")
+# Words a renderer or GitHub would turn into something (a mention, an issue reference, a
+# link, an autolinked address): shown as code, where none of that happens.
+_ACTIVE = re.compile(r"[@#]|://|\w\.\w|^www\.", re.IGNORECASE)
 
 
-def escape(text: str) -> str:
-    """Plain text for Markdown: no formatting, links, HTML or mentions take effect."""
-    return _SPECIAL.sub(r"\\\1", text.replace("\r", " ").replace("\n", " "))
+def escape(text: str, table: bool = False) -> str:
+    """Plain text for Markdown: no formatting, links, HTML or mentions take effect.
+
+    Control, bidirectional and zero-width characters are shown escaped (``\\n``,
+    ``\\u202e``), so the text stays on its line and reads as it is stored.
+    """
+    words = re.split(r"(\s+)", printable(text))
+    out = []
+    for word in words:
+        if not word or word.isspace():
+            out.append(" " if word else "")
+        elif _ACTIVE.search(word):
+            out.append(code(word, table))
+        else:
+            out.append(_SPECIAL.sub(r"\\\1", word))
+    return _LEADING.sub(lambda m: m.group(0) + "\\" if m.group(0)[0].isdigit()
+                        else "\\" + m.group(0), "".join(out))
 
 
-def code(text: str) -> str:
-    """Inline code that holds any text (backticks inside included)."""
+def code(text: str, table: bool = False) -> str:
+    """Inline code that holds any text (backticks inside included); in a table cell its
+    pipes are escaped too (GFM splits cells at a pipe even inside code)."""
+    text = printable(text)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text.replace(chr(10), ' ')}{pad}{fence}"
+    pad = " " if text.startswith("`") or text.endswith("`") or (
+        text.startswith(" ") and text.endswith(" ") and text.strip()) else ""
+    if table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def comment_marker(code_: str) -> str:
@@ -32,11 +58,11 @@ def comment_marker(code_: str) -> str:
     return f"<!-- reviewbot:{code_} -->"
 
 
-def _message(text: str) -> str:
+def _message(text: str, table: bool = False) -> str:
     """A finding's message: its `code spans` kept as code, the rest escaped."""
     parts = re.split(r"(`[^`]*`)", text)
-    return "".join(code(p[1:-1]) if p.startswith("`") and p.endswith("`") and len(p) > 1
-                   else escape(p) for p in parts)
+    return "".join(code(p[1:-1], table) if p.startswith("`") and p.endswith("`") and len(p) > 1
+                   else escape(p, table) for p in parts)
 
 
 def comment_body(finding: Any, suggestion: str | None, docs_url: str) -> str:
@@ -71,12 +97,13 @@ def summary_markdown(outcome: Any, changed: Any, settings: Any, repository: str,
              "| --- | --- | --- | --- |"]
     by_file = Counter(f.path for f in outcome.findings)
     for change in files:
-        lines.append(f"| {code(change.path)} | {change.status} | {len(change.added)} | "
+        lines.append(f"| {code(change.path, True)} | {escape(change.status, True)} | "
+                     f"{len(change.added)} | "
                      f"{by_file.get(change.path, 0)} |")
     if per_rule:
         lines += ["", "| Rule | Findings |", "| --- | --- |"]
         for (rule, name), count in sorted(per_rule.items()):
-            lines.append(f"| {rule} {name} | {count} |")
+            lines.append(f"| {escape(rule, True)} {escape(name, True)} | {count} |")
     lines += ["", "### Pre-merge checks", "", "| Check | Result | Details |",
               "| --- | --- | --- |"]
     sync = [f for f in outcome.findings if f.code.startswith("RB1")]
@@ -92,10 +119,20 @@ def summary_markdown(outcome: Any, changed: Any, settings: Any, repository: str,
                   f"({coverage['documented']} of {coverage['total']}), threshold "
                   f"{coverage['threshold']:.2f}%")
         if coverage["missing"]:
-            detail += "; missing: " + ", ".join(code(m) for m in coverage["missing"][:10])
+            detail += "; missing: " + ", ".join(code(m, True) for m in coverage["missing"][:10])
         lines.append(f"| Docstring coverage | {result} | {detail} |")
     lines.append(f"| Errors | {'warning' if errors else 'pass'} | {errors} findings of "
                  f"severity error |")
+    added = list(getattr(outcome, "suppressions", []) or [])
+    detail = f"{len(added)} on added lines"
+    if added:
+        detail += ": " + ", ".join(code(place, True) for place in added[:10]) + \
+            (f" and {len(added) - 10} more" if len(added) > 10 else "")
+    lines.append(f"| Suppression comments added | {'warning' if added else 'pass'} | "
+                 f"{detail} |")
+    note = getattr(outcome, "config_note", "")
+    if note:
+        lines += ["", escape(note)]
     if outcome.in_summary:
         lines += ["", f"### Findings not posted as line comments ({len(outcome.in_summary)})",
                   ""]

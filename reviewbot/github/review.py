@@ -11,8 +11,9 @@ Nothing from the pull request is executed: its files are read as text and parsed
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,9 @@ from typing import Any, Sequence, TextIO
 
 from reviewbot.errors import ReviewbotError
 from reviewbot.finding import Finding
+from reviewbot.github.base_config import BaseConfiguration, base_configuration
 from reviewbot.github.diff import ChangedLines, FileChange, parse_patch
+from reviewbot.github.event import Event, read_event
 from reviewbot.github.markdown import SUMMARY_MARKER, comment_body, summary_markdown
 
 DOCS_URL = "https://github.com/reviewbot-dev/reviewbot/blob/main/docs/rules.md"
@@ -39,6 +42,7 @@ class Settings:
     docstring_threshold: float | None = None
     paths: Sequence[str] = (".",)
     config: str | None = None
+    config_from: str = "head"  # "base": configuration and packs from the base commit
 
 
 @dataclass
@@ -72,20 +76,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     coverage: dict[str, Any] | None = None
     summary: str = ""
-
-
-def _event() -> dict[str, Any]:
-    path = os.environ.get("GITHUB_EVENT_PATH")
-    if not path:
-        raise ReviewbotError("GITHUB_EVENT_PATH is not set: `reviewbot review` runs in a "
-                             "GitHub Actions job on a pull_request event")
-    try:
-        event = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReviewbotError(f"GITHUB_EVENT_PATH: cannot read the event file ({exc})") from None
-    if not isinstance(event, dict) or not isinstance(event.get("pull_request"), dict):
-        raise ReviewbotError("the event is not a pull_request or pull_request_target event")
-    return event
+    suppressions: list[str] = field(default_factory=list)  # "path:line" added by the PR
+    config_note: str = ""  # where the configuration came from
 
 
 def _token() -> str:
@@ -138,30 +130,30 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
     api_errors = (GithubException, RequestException)
 
     cwd = cwd or Path.cwd()
-    event = _event()
-    repository = os.environ.get("GITHUB_REPOSITORY") or \
-        (event.get("repository") or {}).get("full_name")
-    if not repository:
-        raise ReviewbotError("GITHUB_REPOSITORY is not set")
+    event = read_event()
+    repository, number = event.repository, event.number
     token = _token()
-    number = int(event["pull_request"]["number"])
     gh = connect(token)
     try:
         repo = gh.get_repo(repository)
         pr = repo.get_pull(number)
         changed = changed_files(pr)
+        base_config = base_configuration(
+            repo, event, settings.config, settings.paths, _threshold(settings), cwd) \
+            if settings.config_from == "base" else None
     except api_errors as exc:
         raise ReviewbotError(_scrub(f"cannot read pull request #{number} of {repository}: "
                                     f"{_api_error(exc)}", token)) from None
-    outcome = check_changes(settings, changed, cwd)
+    outcome = check_changes(settings, changed, cwd, base_config)
     outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
     _write_step_summary(outcome.summary)
     _annotations(outcome, settings, out)
     if settings.reporter == "github-pr-review":
         try:
-            _post_review(pr, outcome, settings, cwd)
+            identity = authenticated_login(gh)
+            _post_review(pr, outcome, settings, cwd, identity)
             outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
-            _upsert_summary(pr, outcome.summary)
+            _upsert_summary(pr, outcome.summary, identity)
         except _ReadOnly as exc:
             err.write(f"reviewbot: {exc}\n")
         except api_errors as exc:
@@ -208,29 +200,48 @@ def exit_status(outcome: Outcome, settings: Settings) -> int:
 
 
 # Checking -------------------------------------------------------------------------------
-def check_changes(settings: Settings, changed: ChangedLines, cwd: Path) -> Outcome:
+def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
+                  base: BaseConfiguration | None = None) -> Outcome:
     """Check the changed Python files; keep the findings the filter mode keeps."""
     from reviewbot.config import Overrides, load_config
     from reviewbot.context import RunContext
     from reviewbot.discovery import display_path
     from reviewbot.engine import Engine
-    from reviewbot.packs import load_packs
+    from reviewbot.packs import load_packs, with_packs
 
     files = [cwd / c.path for c in changed.files.values() if _python(c, cwd)]
-    options = []
-    if settings.docstring_threshold is not None:
-        options.append(("RB301", "threshold", settings.docstring_threshold))
-    config_file = Path(settings.config) if settings.config else None
-    if config_file is not None and not config_file.is_file():
-        raise ReviewbotError(f"{settings.config}: configuration file not found")
-    config = load_config([cwd / p for p in settings.paths], config_file,
-                         Overrides(options=tuple(options)), cwd)
-    packs = load_packs(config.rule_packs, config.root, config.source,
-                       config.key_prefix + "rule-packs")
-    in_scope = [f for f in files if _under(f, [cwd / p for p in settings.paths])]
+    if base is not None:
+        config, packs = base.config, base.packs
+    else:
+        config_file = Path(settings.config) if settings.config else None
+        if config_file is not None and not config_file.is_file():
+            raise ReviewbotError(f"{settings.config}: configuration file not found")
+        config = load_config([cwd / p for p in settings.paths], config_file,
+                             Overrides(options=_threshold(settings)), cwd)
+        packs = load_packs(config.rule_packs, config.root, config.source,
+                           config.key_prefix + "rule-packs")
+    in_scope = [f for f in files if _under(f, [cwd / p for p in settings.paths])
+                and _under(f, [cwd])]
     outcome = Outcome()
+    outcome.config_note = base.note if base is not None else ""
     if in_scope:
-        result = Engine(config, packs).run(in_scope, RunContext("."), cwd)
+        from reviewbot.analysis.project import (IndexCache, engine_pack_names,
+                                                project_index_files)
+
+        # The whole checkout is indexed (hot paths cross modules), as `check` does it; its
+        # summaries are cached only beside the results, never inside the checked tree.
+        index_root, project_files = project_index_files(in_scope, config, cwd)
+        extra = engine_pack_names(config, index_root, project_files)
+        if extra:  # shipped packs, by name: nothing is read from the checkout
+            packs = with_packs(packs, load_packs(tuple(extra), config.root, config.source,
+                                                 config.key_prefix + "rule-packs"))
+        if config.default_device is not None:
+            packs = dataclasses.replace(packs, default_device=config.default_device)
+        results = review_cache(config, packs, cwd)
+        engine = Engine(config, packs, cache=results, roots=(cwd.resolve(),),
+                        project_root=index_root, project_files=project_files,
+                        index_cache=IndexCache(results.folder if results is not None else None))
+        result = engine.run(in_scope, RunContext("."), cwd)
         for finding in result.findings:
             path = display_path(Path(cwd / finding.path), cwd) if not Path(
                 finding.path).is_absolute() else finding.path
@@ -240,8 +251,56 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path) -> Outco
                 outcome.findings.append(finding)
     if "RB301" in config.enabled:
         outcome.coverage = changed_coverage(in_scope, changed, config, cwd)
+    outcome.suppressions = added_suppressions(in_scope, changed, cwd)
     outcome.findings.sort(key=lambda f: (f.severity != "error", f.path, f.line, f.code))
     return outcome
+
+
+def _threshold(settings: Settings) -> tuple[tuple[str, str, Any], ...]:
+    if settings.docstring_threshold is None:
+        return ()
+    return (("RB301", "threshold", settings.docstring_threshold),)
+
+
+def review_cache(config: Any, packs: Any, cwd: Path) -> Any:
+    """A result cache under ``$RUNNER_TEMP``, never one inside the checked tree (a pull
+    request could commit one saying "no findings"); none outside Actions."""
+    from reviewbot.cache import ResultCache
+
+    temp = os.environ.get("RUNNER_TEMP")
+    if not temp:
+        return None
+    folder = Path(temp) / "reviewbot-cache"
+    try:
+        resolved, tree = folder.resolve(), cwd.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if resolved == tree or tree in resolved.parents:
+        return None
+    return ResultCache(folder, config.fingerprint() + repr(packs))
+
+
+def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> list[str]:
+    """``path:line`` of each suppression comment on a line the pull request adds."""
+    from reviewbot.source import UnreadableSource, decode, read_bytes
+    from reviewbot.suppression import Suppressions
+
+    found = []
+    for file in files:
+        try:
+            rel = file.resolve().relative_to(cwd.resolve()).as_posix()
+        except ValueError:
+            continue
+        change = changed.files.get(rel)
+        if change is None or not change.added:
+            continue
+        try:
+            text = decode(read_bytes(str(file), 16 * 1024 * 1024)).text
+        except UnreadableSource:
+            continue
+        lines = Suppressions.parse(text).by_line
+        found.extend(f"{rel}:{line}" for line in sorted(lines) if line in change.added)
+    return found
 
 
 def _under(path: Path, roots: list[Path]) -> bool:
@@ -357,9 +416,36 @@ def _suggest(text: str, finding: Finding, first: int, last: int) -> str | None:
     return new if new != block else None
 
 
-def _existing_comments(pr: Any) -> set[tuple[str, int, str]]:
+ACTIONS_BOT = "github-actions[bot]"
+
+
+def authenticated_login(gh: Any) -> str:
+    """Who the token acts as (``GET /user``); the Actions token may not ask, and acts as
+    ``github-actions[bot]``. Only this identity's comments count as the bot's own."""
+    from github import GithubException
+
+    try:
+        login = gh.get_user().login
+    except GithubException as exc:
+        if exc.status in (401, 403, 404):
+            return ACTIONS_BOT
+        raise
+    return login if isinstance(login, str) and login else ACTIONS_BOT
+
+
+def _author(comment: Any) -> str | None:
+    try:
+        user = comment.user
+        return user.login if user is not None else None
+    except Exception:  # a comment without an author (deleted account)
+        return None
+
+
+def _existing_comments(pr: Any, identity: str) -> set[tuple[str, int, str]]:
     found: set[tuple[str, int, str]] = set()
     for comment in pr.get_review_comments():
+        if _author(comment) != identity:
+            continue  # anyone can write the marker; only the bot's own comments count
         body = comment.body or ""
         line = comment.line or comment.original_line
         for code in _codes_in(body):
@@ -368,15 +454,18 @@ def _existing_comments(pr: Any) -> set[tuple[str, int, str]]:
 
 
 def _codes_in(body: str) -> list[str]:
-    import re
+    """The rule of a line comment: its marker is the body's last line (a marker quoted in
+    the code of a suggestion or a message does not count)."""
+    last = body.rstrip("\n").rsplit("\n", 1)[-1]
+    found = re.fullmatch(r"<!-- reviewbot:(RB\d{3}) -->", last)
+    return [found.group(1)] if found else []
 
-    return re.findall(r"<!-- reviewbot:(RB\d{3}) -->", body)
 
-
-def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path) -> None:
+def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path,
+                 identity: str) -> None:
     from github import GithubException
 
-    plan_comments(outcome, settings, _existing_comments(pr), cwd)
+    plan_comments(outcome, settings, _existing_comments(pr, identity), cwd)
     if not outcome.comments:
         return
     body = (f"reviewbot found {len(outcome.findings)} findings on the changed lines; "
@@ -404,17 +493,17 @@ def _post_review(pr: Any, outcome: Outcome, settings: Settings, cwd: Path) -> No
                          event="COMMENT")
 
 
-def _upsert_summary(pr: Any, text: str) -> None:
+def _upsert_summary(pr: Any, text: str, identity: str) -> None:
     for comment in pr.get_issue_comments():
-        if SUMMARY_MARKER in (comment.body or ""):
+        if (comment.body or "").startswith(SUMMARY_MARKER) and _author(comment) == identity:
             if comment.body != text:
                 comment.edit(text)
             return
     pr.create_issue_comment(text)
 
 
-def _post_check(repo: Any, event: dict[str, Any], outcome: Outcome, settings: Settings) -> None:
-    head = event["pull_request"]["head"]["sha"]
+def _post_check(repo: Any, event: Event, outcome: Outcome, settings: Settings) -> None:
+    head = event.head_sha
     annotations = [{"path": f.path, "start_line": f.line, "end_line": max(f.line, f.end_line),
                     "annotation_level": "failure" if f.severity == "error" else "warning",
                     "title": f"{f.code} {f.name}", "message": f.message}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, TextIO
 
 from reviewbot.rules.rb301_docstring_coverage import coverage_percent
+from reviewbot.textsafe import line_start
 
 
 def write(facts: Mapping[str, Any], threshold: float, out: TextIO) -> None:
@@ -16,7 +17,7 @@ def write(facts: Mapping[str, Any], threshold: float, out: TextIO) -> None:
         done = sum(1 for d in defs if d[3])
         total += len(defs)
         documented += done
-        rows.append((path, len(defs), done, len(defs) - done,
+        rows.append((line_start(path), len(defs), done, len(defs) - done,
                      f"{coverage_percent(done, len(defs)):.2f}%"))
     rows.append(("TOTAL", total, documented, total - documented,
                  f"{coverage_percent(documented, total):.2f}%"))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Sequence, TextIO
 
 from reviewbot import __version__, registry
 from reviewbot.finding import Finding
+from reviewbot.reporters.safe_json import dump
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
@@ -84,5 +84,5 @@ def _cwd_uri() -> str:
 
 def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
     """Write the findings as a SARIF 2.1.0 log."""
-    json.dump(build(findings), out, indent=2, ensure_ascii=False)
+    dump(build(findings), out, indent=2, ensure_ascii=False)
     out.write("\n")

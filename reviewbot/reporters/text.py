@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence, TextIO
 
 from reviewbot.finding import Finding
+from reviewbot.textsafe import line_start, printable
 
 _BOLD, _RED, _YELLOW, _CYAN, _DIM, _RESET = "\033[1m", "\033[31m", "\033[33m", "\033[36m", \
     "\033[2m", "\033[0m"
@@ -25,13 +26,13 @@ def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
         return f"{code}{value}{_RESET}" if color else value
 
     for f in findings:
-        where = paint(_BOLD, f"{f.path}:{f.line}:{f.column}:")
+        where = paint(_BOLD, f"{line_start(f.path)}:{f.line}:{f.column}:")
         code = paint(_RED if f.severity == "error" else _YELLOW, f.code)
-        out.write(f"{where} {code}{_fix_mark(f)} {f.message}\n")
+        out.write(f"{where} {code}{_fix_mark(f)} {printable(f.message)}\n")
         missing = dict(f.details).get("missing")
         if missing:
             for item in missing[:MISSING_SHOWN]:
-                out.write(paint(_DIM, f"    missing: {item}") + "\n")
+                out.write(paint(_DIM, f"    missing: {printable(str(item))}") + "\n")
             if len(missing) > MISSING_SHOWN:
                 out.write(paint(_DIM, f"    ... and {len(missing) - MISSING_SHOWN} more "
                                       "(--coverage-report lists every file)") + "\n")

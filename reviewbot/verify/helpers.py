@@ -3,15 +3,17 @@
 A helper is found by its shape (a ``non_blocking=True`` copy, an ``.synchronize()``, a
 ``return ....tolist()``), as the fixer recognises one. Each call of it in the same file is
 a fixed site. A method helper is called on a stand-in ``self`` that holds the state its
-class's ``__init__`` gives it (the event and the pinned buffer, evaluated from the
-``__init__`` statements that assign them, with size bounds such as ``max_num_reqs`` set
-small so that growth is exercised too).
+class gives it: the class attributes it reads (the per-thread state of the helpers
+``reviewbot fix`` inserts) and what ``__init__`` assigns (a project's own event and pinned
+buffer), with size bounds such as ``max_num_reqs`` set small so that growth is exercised
+too.
 """
 
 from __future__ import annotations
 
 import ast
 import textwrap
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -50,6 +52,7 @@ class Helper:
     module_state: str  # module-level assignments it reads (for a free-function helper)
     inserted: bool = True  # written by `reviewbot fix` (else: the project's own)
     sites: list[Site] = field(default_factory=list)
+    class_source: str = ""  # the class-level assignments of the attributes it reads
 
     @property
     def qualname(self) -> str:
@@ -64,9 +67,15 @@ def _text(path: Path) -> str:
         raise VerifyError(f"{path}: {exc}") from None
 
 
+def _is_bound(name: str) -> bool:
+    """A size bound (``max_num_reqs``): the stand-in ``self`` gives it a small value."""
+    return name.startswith("max_") or name.endswith(("_len", "_reqs", "_seqs", "_tokens"))
+
+
 def _state_attributes(func: ast.AST) -> set[str]:
     return {node.attr for node in ast.walk(func) if isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name) and node.value.id == "self"}
+            and isinstance(node.value, ast.Name) and node.value.id == "self"
+            and not _is_bound(node.attr)}
 
 
 def find_helpers(files: list[Path], shown: Callable[[Path], str]) -> list[Helper]:
@@ -89,15 +98,17 @@ def find_helpers(files: list[Path], shown: Callable[[Path], str]) -> list[Helper
                         or not is_helper(func, lines, 1 if cls is None else 2):
                     continue
                 source = textwrap.dedent(ast.get_source_segment(text, func) or "")
-                init, state = "", ""
+                init, state, class_state = "", "", ""
                 if cls is not None:
                     init = _init_statements(cls, _state_attributes(func), text)
+                    class_state = _class_statements(cls, _state_attributes(func), text)
                 else:
                     state = _module_state(tree, func, text)
                 doc = ast.get_docstring(func) or ""
                 found.append(Helper(shown(path), func.name, cls.name if cls else None,
                                     func.lineno, source, init, state,
-                                    doc.startswith(INSERTED_MARK)))
+                                    doc.startswith(INSERTED_MARK),
+                                    class_source=class_state))
         for helper in found:
             helper.sites = _calls(tree, helper, text)
         helpers.extend(found)
@@ -114,6 +125,15 @@ def _init_statements(cls: ast.ClassDef, attributes: set[str], text: str) -> str:
         if isinstance(stmt, ast.Assign) and any(
                 isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
                 and t.value.id == "self" and t.attr in attributes for t in stmt.targets):
+            lines.append(textwrap.dedent(ast.get_source_segment(text, stmt) or ""))
+    return "\n".join(lines)
+
+
+def _class_statements(cls: ast.ClassDef, attributes: set[str], text: str) -> str:
+    lines = []
+    for stmt in cls.body:
+        if isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id in attributes for t in stmt.targets):
             lines.append(textwrap.dedent(ast.get_source_segment(text, stmt) or ""))
     return "\n".join(lines)
 
@@ -148,14 +168,14 @@ class _StandIn:
     """``self`` for a method helper: size bounds are small numbers, the rest is set."""
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("max_") or name.endswith(("_len", "_reqs", "_seqs", "_tokens")):
+        if _is_bound(name):
             return STAND_IN_BOUND
         raise AttributeError(name)
 
 
 def build(helper: Helper, torch: Any) -> Callable[[Any], Any]:
     """A callable ``f(tensor)`` that runs the helper as its class or module would."""
-    namespace: dict[str, Any] = {"torch": torch}
+    namespace: dict[str, Any] = {"torch": torch, "threading": threading}
     try:
         exec(compile(helper.source, f"<{helper.path}: {helper.qualname}>", "exec"), namespace)
     except Exception as exc:
@@ -167,8 +187,14 @@ def build(helper: Helper, torch: Any) -> Callable[[Any], Any]:
             exec(compile(helper.module_state, f"<{helper.path}>", "exec"), namespace)
         return function
     owner = _StandIn()
-    local = {"self": owner, "torch": torch}
+    local = {"self": owner, "torch": torch, "threading": threading}
     try:
+        attributes: dict[str, Any] = {"torch": torch, "threading": threading}
+        exec(compile(helper.class_source, f"<{helper.path}: {helper.cls}>", "exec"),
+             attributes)
+        for name, value in attributes.items():
+            if name not in ("torch", "threading", "__builtins__"):
+                setattr(owner, name, value)
         exec(compile(helper.init_source, f"<{helper.path}: __init__>", "exec"), local)
     except Exception as exc:
         raise VerifyError(f"{helper.path}: cannot set up the state of {helper.qualname} from "

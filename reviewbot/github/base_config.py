@@ -1,0 +1,116 @@
+"""The review's configuration as the pull request's base commit has it.
+
+With ``config_from: base`` the configuration file and the rule packs it names by path are
+read from the base commit through the contents API, so that a pull request cannot switch
+its own review off (``ignore = ["ALL"]``) or point it at packs of its own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from reviewbot.errors import ReviewbotError
+from reviewbot.github.event import Event
+
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+@dataclass
+class BaseConfiguration:
+    """The configuration and packs read from the base commit, not the pull request."""
+
+    config: Any
+    packs: Any
+    note: str
+
+
+def base_configuration(repo: Any, event: Event, config_path: str | None,
+                       paths: Sequence[str], options: tuple[tuple[str, str, Any], ...],
+                       cwd: Path) -> BaseConfiguration:
+    """The configuration and rule packs as the base commit has them, read through the API:
+    the pull request's own checkout cannot switch its review off."""
+    import posixpath
+    import tempfile
+
+    from reviewbot.config import CONFIG_NAMES, Overrides, build_config, parse_config_text
+    from reviewbot.packs import load_packs
+
+    sha = event.base_sha
+    overrides = Overrides(options=options)
+
+    def inside(rel: str, what: str) -> str:
+        norm = posixpath.normpath(rel.replace("\\", "/"))
+        if norm.startswith(("/", "../")) or norm == ".." or ":" in norm:
+            raise ReviewbotError(f"{what} {rel!r}: expected a path inside the repository")
+        return "" if norm == "." else norm
+
+    def fetch(rel: str) -> str | None:
+        from github import GithubException
+
+        try:
+            content = repo.get_contents(rel, ref=sha)
+        except GithubException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        if isinstance(content, list) or getattr(content, "type", "file") != "file":
+            return None
+        data = content.decoded_content
+        if data is None or len(data) > MAX_CONFIG_BYTES:
+            raise ReviewbotError(f"{rel} at the base commit: too large for a configuration")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ReviewbotError(f"{rel} at the base commit: not UTF-8") from None
+
+    if config_path:
+        candidates = [inside(os.path.relpath(cwd / config_path, cwd), "config")]
+    else:
+        start = inside(os.path.relpath(cwd / (paths[0] if paths else "."),
+                                       cwd), "path")
+        folders = [start]
+        while folders[-1]:
+            folders.append(posixpath.dirname(folders[-1]))
+        candidates = [posixpath.join(f, name) for f in folders for name in CONFIG_NAMES]
+    for rel in candidates:
+        text = fetch(rel)
+        if text is None:
+            if config_path:
+                raise ReviewbotError(f"{config_path}: configuration file not found at "
+                                     f"the base commit {sha[:12]}")
+            continue
+        name = posixpath.basename(rel)
+        shown = f"{rel} (base commit {sha[:12]})"
+        table, prefix = parse_config_text(text, name, shown)
+        if name == "pyproject.toml" and not table and not config_path:
+            try:
+                import tomllib
+            except ImportError:  # pragma: no cover
+                import tomli as tomllib  # type: ignore[no-redef]
+            if "reviewbot" not in (tomllib.loads(text).get("tool") or {}):
+                continue
+        folder = posixpath.dirname(rel)
+        config = build_config(table, shown, prefix, (cwd / folder).resolve(), overrides)
+        with tempfile.TemporaryDirectory(dir=os.environ.get("RUNNER_TEMP") or None) as temp:
+            root = Path(temp) / folder
+            root.mkdir(parents=True, exist_ok=True)
+            for spec in config.rule_packs:
+                if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
+                    pack_rel = inside(posixpath.join(folder, spec), "rule pack")
+                    pack_text = fetch(pack_rel)
+                    if pack_text is None:
+                        raise ReviewbotError(f"{shown}: {prefix}rule-packs: no rule pack "
+                                             f"file {spec!r} at the base commit")
+                    target = Path(temp) / pack_rel
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(pack_text, encoding="utf-8")
+            packs = load_packs(config.rule_packs, root, shown, prefix + "rule-packs")
+        return BaseConfiguration(config, packs, f"Configuration: {rel} from the base commit "
+                                                f"{sha[:12]}.")
+    config = build_config({}, None, "", cwd.resolve(), overrides)
+    packs = load_packs(config.rule_packs, config.root, None)
+    return BaseConfiguration(config, packs, f"Configuration: the defaults (the base commit "
+                                            f"{sha[:12]} has none).")
