@@ -9,6 +9,7 @@ Directory links are not followed, so link loops cannot hang a run.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -47,10 +48,18 @@ def project_root(paths: Sequence[str], config: Config, cwd: Path) -> Path:
 def inside(path: Path, roots: Sequence[Path]) -> bool:
     """Whether ``path``, every link followed, is in one of ``roots`` (resolved folders)."""
     try:
-        resolved = path.resolve()
+        if os.path.islink(path):
+            resolved = path.resolve()
+        else:  # its folder resolved once for all the files in it
+            resolved = _resolved_folder(str(path.parent)) / path.name
     except (OSError, RuntimeError):  # a link loop
         return False
     return any(resolved == root or root in resolved.parents for root in roots)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved_folder(folder: str) -> Path:
+    return Path(folder).resolve()
 
 
 def allowed_roots(paths: Sequence[str], root: Path, cwd: Path) -> tuple[Path, ...]:

@@ -490,7 +490,8 @@ def _short(expr: ast.expr) -> str:
 # of the test's names, split at `_`, `.` and case changes.
 _DEBUG_WORDS = frozenset({"debug", "trace", "tracing", "validate", "asserts", "sanity",
                           "stats", "timing", "time", "timed", "profile", "profiling",
-                          "profiler", "verbose", "envs", "environ", "getenv", "env"})
+                          "profiler", "verbose", "envs", "environ", "getenv", "env",
+                          "diagnostics", "diagnostic"})
 _CAPTURE_WORDS = frozenset({"capture", "capturing"})
 _OTHER_PLATFORMS = frozenset({"npu", "xpu", "hpu", "tpu", "hip", "rocm", "neuron", "mlu",
                               "musa", "mps", "gaudi", "ascend", "cpu"})
@@ -574,6 +575,47 @@ def _dotted_text(expr: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
+_HOST_TYPES = frozenset({"int", "float", "bool", "list", "tuple", "dict", "str", "ndarray",
+                         "Number", "Integral", "Sequence"})
+
+
+def _host_narrowing(test: ast.expr) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Names a test proves are not CUDA tensors in its block, and in its ``else``:
+    ``isinstance(x, (int, float))``, ``x.device.type == "cpu"``, ``x.is_cpu`` (the block);
+    ``isinstance(x, torch.Tensor)``, ``torch.is_tensor(x)`` (the ``else``)."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if negated else test
+    body: tuple[str, ...] = ()
+    orelse: tuple[str, ...] = ()
+    if isinstance(inner, ast.Call) and inner.args and isinstance(inner.args[0], ast.Name):
+        name = inner.args[0].id
+        callee = inner.func.attr if isinstance(inner.func, ast.Attribute) else \
+            getattr(inner.func, "id", "")
+        if callee == "isinstance" and len(inner.args) == 2:
+            kinds = inner.args[1].elts if isinstance(inner.args[1], ast.Tuple) else [inner.args[1]]
+            names = [k.attr if isinstance(k, ast.Attribute) else getattr(k, "id", "")
+                     for k in kinds]
+            if names and all(n in _HOST_TYPES for n in names):
+                body = (name,)
+            elif names == ["Tensor"]:
+                orelse = (name,)
+        elif callee == "is_tensor":
+            orelse = (name,)
+    elif isinstance(inner, ast.Compare) and len(inner.ops) == 1 and \
+            isinstance(inner.ops[0], ast.Eq) and isinstance(inner.comparators[0], ast.Constant) \
+            and inner.comparators[0].value == "cpu":
+        left = inner.left
+        if isinstance(left, ast.Attribute) and left.attr == "type":
+            left = left.value
+        if isinstance(left, ast.Attribute) and left.attr == "device" and \
+                isinstance(left.value, ast.Name):
+            body = (left.value.id,)
+    elif isinstance(inner, ast.Attribute) and inner.attr == "is_cpu" and \
+            isinstance(inner.value, ast.Name):
+        body = (inner.value.id,)
+    return (orelse, body) if negated else (body, orelse)
+
+
 def _returns_early_unless_guarded(stmt: ast.stmt) -> bool:
     """``if not <guard>: return``: what follows in the block runs only behind the guard."""
     return isinstance(stmt, ast.If) and not stmt.orelse and bool(stmt.body) and \
@@ -590,6 +632,24 @@ def host_named(name: str) -> bool:
     """Whether a name says it holds a host value: ``*_cpu``, ``*_np``, ``*_host``,
     ``pinned_*``, ``*_list`` (its parts split at ``_`` and ``.``)."""
     return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
+
+
+def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
+    """Keys whose value is built with ``keep_on_cpu=True``: ``dict(k=f(..., keep_on_cpu=
+    True))`` or ``{"k": f(..., keep_on_cpu=True)}``."""
+    def keeps(value: ast.expr) -> bool:
+        return any(isinstance(n, ast.keyword) and n.arg == "keep_on_cpu"
+                   and isinstance(n.value, ast.Constant) and n.value.value is True
+                   for n in ast.walk(value))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "dict":
+            names.update(k.arg for k in node.keywords if k.arg and keeps(k.value))
+        elif isinstance(node, ast.Dict):
+            names.update(k.value for k, v in zip(node.keys, node.values)
+                         if isinstance(k, ast.Constant) and isinstance(k.value, str) and keeps(v))
+    return frozenset(names)
 
 
 def _bool_dtype(call: ast.Call) -> bool:
@@ -654,6 +714,8 @@ class ModuleAnalyzer:
         # key ("pkg.mod.Class" as imported, or "local:Class") -> field -> "tensor" | "host"
         self.class_fields: dict[str, dict[str, str]] = devices.get("classes", {}) or {}
         self.other_platform = bool(devices.get("other_platform"))
+        # Names a module declares kept on the CPU (`dict(grid_thw=...(keep_on_cpu=True))`).
+        self.kept_on_cpu = _kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()
         self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
@@ -978,7 +1040,7 @@ class ModuleAnalyzer:
     def return_label(self, func: FunctionInfo, passed: dict[str, Label] | None = None) -> Label:
         """The label of what ``func`` returns when called with ``passed`` (unknown when its
         returns disagree)."""
-        cuda_args = {k: v for k, v in (passed or {}).items() if v.kind == CUDA}
+        cuda_args = {k: v for k, v in (passed or {}).items() if v.kind in (CUDA, CPU)}
         key = (func.qualname, tuple(sorted(cuda_args)))
         if key in self._returns:
             return self._returns[key]
@@ -1067,6 +1129,10 @@ class ModuleAnalyzer:
             passed = calls.get(func.qualname, {})
             params = {param: labels[0] for param, labels in passed.items()
                       if all(label.kind == CUDA for label in labels)}
+            for param, labels in passed.items():  # a caller passing a host tensor
+                host = next((label for label in labels if label.kind == CPU), None)
+                if host is not None and param not in params:
+                    params[param] = host
             if params:
                 self.params[func.qualname] = params
             walker = next((w for seed, w in self._report_walks.get(func.qualname, ())
@@ -1110,6 +1176,9 @@ class FunctionWalker:
                     label.but(f"passed by a caller: {label.why}")
             elif module.class_key(arg.annotation) is not None:
                 self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
+            elif arg.arg in module.kept_on_cpu:
+                self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is declared keep_on_cpu in this "
+                                               "module")
             elif self._is_tensor_annotation(arg.annotation) and host_named(arg.arg):
                 self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is named as a host value")
             elif cls is not None and cls.is_module and func.name in \
@@ -1170,7 +1239,7 @@ class FunctionWalker:
         self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
 
     def branches(self, bodies: list[list[ast.stmt]], host_in_first: tuple[str, ...] = (),
-                 quiet: tuple[bool, ...] = ()) -> None:
+                 quiet: tuple[bool, ...] = (), host_in_second: tuple[str, ...] = ()) -> None:
         """Walk alternative blocks from the same state, then merge what each assigned.
 
         ``host_in_first``: names the first block knows are not on the GPU (``if not
@@ -1178,13 +1247,13 @@ class FunctionWalker:
         before = self.env  # never written from here on: each block gets its own copy
         results = []
         for index, body in enumerate(bodies):
-            checked = host_in_first if index == 0 else ()
+            checked = host_in_first if index == 0 else host_in_second if index == 1 else ()
             if not body and not checked:
                 results.append(before)  # an empty block (no else): the state before
                 continue
             self.env = dict(before)
             for name in checked:
-                self.env[name] = Label(CPU, f"checked `not {name}.is_cuda`")
+                self.env[name] = Label(CPU, f"`{name}` is checked not to be a CUDA tensor here")
             hushed = index < len(quiet) and quiet[index]
             self.allowed += hushed
             self.block(body)
@@ -1259,7 +1328,9 @@ class FunctionWalker:
                 self.condition(node.test)
             once = self._clears_own_guard(node) or _once_guard(node)
             self.allowed += once
-            self.branches([node.body, node.orelse], _not_cuda_checks(node.test), quiet)
+            host_body, host_else = _host_narrowing(node.test)
+            self.branches([node.body, node.orelse], _not_cuda_checks(node.test) + host_body,
+                          quiet, host_else)
             self.allowed -= once
         elif isinstance(node, ast.While):
             self.condition(node.test)
@@ -1287,6 +1358,8 @@ class FunctionWalker:
                 self.block(case.body)
         elif isinstance(node, ast.Assert):
             self.condition(node.test)
+            for name in _host_narrowing(node.test)[0]:  # assert x.device.type == "cpu"
+                self.env[name] = Label(CPU, f"`{name}` is asserted not to be a CUDA tensor")
         elif isinstance(node, ast.Expr):
             if self.report:  # an expression statement binds nothing
                 self.label(node.value)
@@ -1685,7 +1758,9 @@ class FunctionWalker:
             return {}
         spec = callee.node.args
         names = [a.arg for a in (*spec.posonlyargs, *spec.args)]
-        if skip_self and names:
+        static = any(isinstance(d, ast.Name) and d.id == "staticmethod"
+                     for d in callee.node.decorator_list)
+        if skip_self and names and not static:
             names = names[1:]
         labels = dict(zip(names, args))
         labels.update({k: v for k, v in kwargs.items() if k is not None})
@@ -1814,6 +1889,12 @@ class FunctionWalker:
                 self.site("RB103", node, f"`.to(...)` of `{recv()}` to the CPU without "
                           "`non_blocking=True`", receiver)
                 return Label(CPU, f"copied to the CPU at line {node.lineno}")
+            if target.kind == UNKNOWN:  # .to(device): wherever that is, not where it was
+                if self.m.default_cuda:
+                    return Label(CUDA, f"moved to `{_short(_kw(node, 'device') or node.args[0])}`"
+                                       f" at line {node.lineno}, taken to be the GPU "
+                                       "(devices.default: cuda)", weak=True)
+                return UNKNOWN_L
             return receiver
         if method == "copy_":
             source = args[0] if args else UNKNOWN_L

@@ -411,7 +411,8 @@ def summarise(text: str, module: str, is_package: bool = False) -> dict[str, Any
 
 # Folder and file names of code for another accelerator than CUDA (a backend's own tree).
 OTHER_PLATFORM_PARTS = frozenset({"npu", "xpu", "hpu", "tpu", "mlx", "mps", "rocm", "hip",
-                                  "mlu", "musa", "neuron", "ascend", "gaudi", "habana"})
+                                  "mlu", "musa", "neuron", "ascend", "gaudi", "habana",
+                                  "aiter"})
 
 
 def other_platform_path(rel: str) -> bool:
@@ -450,7 +451,7 @@ def engine_pack_names(config: Any, root: Path | None, files: Sequence[Path]) -> 
             except UnreadableSource:
                 continue
             for name in list(needles):
-                if any(needle.search(data) for needle in needles[name]):
+                if name.encode() in data and any(needle.search(data) for needle in needles[name]):
                     found.append(name)
                     del needles[name]
             if not needles:
@@ -468,16 +469,16 @@ def project_index_files(files: Sequence[Path], config: Any,
     if not files or not any(r.project_facts and r.code in config.enabled
                             for r in registry.RULES):
         return None, []
+    from reviewbot.discovery import inside
+
     root = project_root(files)
-    real_root = root.resolve()
-    found = []
-    for path in discover([str(root)], config, cwd=cwd):
-        try:
-            path.resolve().relative_to(real_root)
-        except (ValueError, OSError, RuntimeError):  # outside, unreadable, a link loop
-            continue
-        found.append(path)
-    return root, found
+    try:
+        real_root = root.resolve()
+    except (OSError, RuntimeError):
+        return None, []
+    # Folder links are not followed by discovery: only a file link can lead outside.
+    return root, [path for path in discover([str(root)], config, cwd=cwd)
+                  if inside(path, (real_root,))]
 
 
 # The index ------------------------------------------------------------------------------
@@ -640,7 +641,8 @@ class HotFacts:
     def digest(self, rel: str) -> str:
         """What the file's checked result depends on, beyond its own text."""
         facts = self.hot.get(rel) or {}
-        text = json.dumps([sorted(facts.items()), self.devices_for(rel)], separators=(",", ":"))
+        text = json.dumps([sorted(facts.items()), self.devices_for(rel)], separators=(",", ":"),
+                          sort_keys=True)
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
@@ -679,6 +681,7 @@ class Linker:
                 if resolved:
                     self.subclasses.setdefault(resolved, []).append(qual)
         self._mro_cache: dict[str, list[str]] = {}
+        self._fields_cache: dict[str, dict[str, str]] = {}
         self._module_cache: dict[str, bool] = {}
 
     # Names ---------------------------------------------------------------------------
@@ -774,7 +777,11 @@ class Linker:
 
     def class_fields(self, cls: str) -> dict[str, str]:
         """The fields a class (and its project bases) declares as tensor or host values."""
+        cached = self._fields_cache.get(cls)
+        if cached is not None:
+            return cached
         merged: dict[str, str] = {}
+        self._fields_cache[cls] = merged
         for klass in reversed(self.mro(cls)):
             info = self.classes.get(klass)
             if info is not None:
@@ -789,6 +796,8 @@ class Linker:
             return {}
         out: dict[str, dict[str, str]] = {}
         for target in set(entry.summary["imports"].values()):
+            if not target.rpartition(".")[2][:1].isupper():
+                continue  # classes are named in CapWords; the rest need no lookup
             cls = self.resolve_class(target)
             if cls:
                 fields = self.class_fields(cls)
