@@ -272,11 +272,18 @@ def sample(findings: list[dict], tree: Path, key: str, n: int, seed: int) -> Pat
     return target
 
 
-def judged(path: Path) -> tuple[int, int, int]:
-    """(true, false, not yet judged) in a sample file."""
+def judged(path: Path, findings: list[dict] | None = None) -> tuple[int, int, int, int, int]:
+    """(true, false, not yet judged) in a sample file, and (true, false) among the judged
+    findings that ``findings`` (this run's) still holds: a sample is drawn from one commit,
+    and a later one may drop some of its findings."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     verdicts = Counter(str(e.get("verdict", "")).lower() for e in data["findings"])
-    return verdicts["true"], verdicts["false"], len(data["findings"]) - verdicts["true"] - verdicts["false"]
+    now = {(f["path"], f["line"], f["code"]) for f in findings or ()}
+    kept = Counter(str(e.get("verdict", "")).lower() for e in data["findings"]
+                   if (e["path"], e["line"], e["code"]) in now)
+    return (verdicts["true"], verdicts["false"],
+            len(data["findings"]) - verdicts["true"] - verdicts["false"],
+            kept["true"], kept["false"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,10 +336,17 @@ def main(argv: list[str] | None = None) -> int:
                                   f"{label.snippet}")
                 if args.sample and split == "test" and packs == variants[0]:
                     target = sample(findings, tree, f"{engine}-{release}", args.sample, args.seed)
-                    good, bad, left = judged(target)
+                    good, bad, left, kept_good, kept_bad = judged(target, findings)
                     verdict = (f"{good / (good + bad):.0%} true of {good + bad} judged"
                                if good + bad else "not judged yet")
-                    print(f"|   sample {target.relative_to(HERE)}: {verdict}, {left} left |")
+                    still = (f"; of the {kept_good + kept_bad} this run still reports, "
+                             f"{kept_good / (kept_good + kept_bad):.0%} true"
+                             if kept_good + kept_bad else "")
+                    print(f"|   sample {target.relative_to(HERE)}: {verdict}{still}, "
+                          f"{left} left |")
+                    report[packs][f"{engine}-{release}"]["sample"] = {
+                        "file": str(target.relative_to(HERE)), "true": good, "false": bad,
+                        "still_reported_true": kept_good, "still_reported_false": kept_bad}
             print("\n| engine, split | TP | FP | FN | TN | precision | recall | F1 |\n"
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for (engine, split), s in sorted(splits.items()):

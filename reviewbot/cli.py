@@ -310,7 +310,8 @@ def _prepare(args: argparse.Namespace) -> _Run:
     config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
     files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
     root = project_root(paths, config, cwd)
-    index_root, project_files = project_index_files(files, config, cwd)
+    index_root, project_files = project_index_files(files, config, cwd,
+                                                    () if args.force_exclude else paths)
     packs = load_packs((*config.rule_packs, *engine_pack_names(config, index_root,
                                                                 project_files)),
                        config.root, config.source, config.key_prefix + "rule-packs")

@@ -236,7 +236,7 @@ def _summary(ctx: FileContext, job: FileJob) -> Any:
     except (SyntaxError, RecursionError, MemoryError, ValueError):
         return None
     try:
-        return _Summariser(tree, job.module or "", job.is_package).summary()
+        return _Summariser(tree, job.module or "", job.is_package, ctx.text).summary()
     except RecursionError:
         return None
 
@@ -394,7 +394,7 @@ class Engine:
     def _two_phases(self, read: list[tuple[Path, str, str, bytes]],
                     results: dict[str, FileResult], total: int) -> None:
         from reviewbot.analysis.project import (IndexCache, Linker, ModuleEntry, ProjectIndex,
-                                                digest_of, module_name)
+                                                digest_of, module_name, project_key)
 
         root = self.project_root
         assert root is not None
@@ -464,18 +464,36 @@ class Engine:
             if entry.summary is _MISSING:
                 entry.summary = None
             index.add(entry)
-        index_cache.save()
-        facts = Linker(index, self.packs).link()
-        self.linked = facts
-        # Phase 2: the rules that read the linked facts.
         second: dict[str, FileResult] = {}
         todo = []
+        key_of_project = project_key(index, self.packs)
+        recorded = index_cache.links(key_of_project) if project_rules and self.cache else None
+        if recorded is not None:  # nothing the link reads changed: its results may be reused
+            for path, shown, rel, data in read:
+                entry = entries.get(shown)
+                digest = recorded.get(entry.rel) if entry is not None else ""
+                cached = None if digest is None else self.cache.get(
+                    content_key(shown, data) + PROJECT_RULES_KEY + digest)
+                if cached is None:
+                    second.clear()
+                    break
+                second[shown] = cached
+            else:
+                project_rules = False  # every checked file's result is cached: no link
+        facts = None
         if project_rules:
+            facts = Linker(index, self.packs).link()
+            self.linked = facts
+            second.clear()
+        if project_rules and facts is not None:
+            digests = {}
             for path, shown, rel, data in read:
                 entry = entries.get(shown)
                 hot = facts.for_file(entry.rel) if entry is not None else {}
-                key = content_key(shown, data) + PROJECT_RULES_KEY + \
-                    (facts.digest(entry.rel) if entry is not None else "")
+                digest = facts.digest(entry.rel) if entry is not None else ""
+                if entry is not None:
+                    digests[entry.rel] = digest
+                key = content_key(shown, data) + PROJECT_RULES_KEY + digest
                 cached = self.cache.get(key) if self.cache else None
                 if cached is not None:
                     second[shown] = cached
@@ -490,6 +508,8 @@ class Engine:
                 second[result.path] = result
                 if self.cache:
                     self.cache.put(key, result)
+            index_cache.set_links(key_of_project, digests)
+        index_cache.save()
         for shown, result in first.items():
             extra = second.get(shown)
             merged = FileResult(shown, list(result.findings), dict(result.facts))

@@ -81,13 +81,15 @@ TENSOR_TO_VALUE_METHODS = {
     "size", "dim", "numel", "stride", "data_ptr", "element_size", "is_contiguous",
     "get_device", "nelement", "ndimension", "storage_offset", "is_pinned", "untyped_storage",
     "tolist", "item", "numpy", "__len__", "is_floating_point", "is_complex", "type",
+    "storage", "nbytes", "is_shared", "is_set_to", "has_names",
 }
 BOOLEAN_METHODS = {
     "bool", "eq", "ne", "lt", "gt", "le", "ge", "logical_and", "logical_or", "logical_not",
     "logical_xor", "isnan", "isinf", "isfinite", "isin", "__eq__", "__ne__",
 }
 VALUE_ATTRIBUTES = {"shape", "dtype", "ndim", "is_cuda", "is_cpu", "layout", "requires_grad",
-                    "itemsize", "nbytes", "names", "is_sparse", "is_leaf"}
+                    "itemsize", "nbytes", "names", "is_sparse", "is_leaf", "is_xpu", "is_mps",
+                    "is_meta", "is_quantized", "is_nested", "is_mkldnn"}
 SAME_ATTRIBUTES = {"T", "mT", "H", "mH", "data", "real", "imag", "grad"}
 DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"}
 
@@ -715,7 +717,8 @@ class ModuleAnalyzer:
         self.class_fields: dict[str, dict[str, str]] = devices.get("classes", {}) or {}
         self.other_platform = bool(devices.get("other_platform"))
         # Names a module declares kept on the CPU (`dict(grid_thw=...(keep_on_cpu=True))`).
-        self.kept_on_cpu = _kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()
+        self.kept_on_cpu = (_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) | \
+            frozenset(devices.get("kept_on_cpu", ()))
         self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
@@ -1531,7 +1534,7 @@ class FunctionWalker:
                 declared = self.m.class_fields.get("local:" + klass.name, {}).get(node.attr)
                 if declared is not None:
                     return self._declared_field(node.attr, declared, klass.name)
-            return self._named_attribute(node)
+            return self._named_attribute(node, own=True)
         if isinstance(base_node, ast.Name) and base_node.id in self.env and \
                 self.env[base_node.id].kind == MODULE:
             return self.env[base_node.id]
@@ -1573,7 +1576,7 @@ class FunctionWalker:
                                "on the CPU (devices.default: cuda)", mask_named(attr), weak=True)
         return UNKNOWN_L
 
-    def _named_attribute(self, node: ast.Attribute) -> Label:
+    def _named_attribute(self, node: ast.Attribute, own: bool = False) -> Label:
         """An attribute of an object of unknown device, by what its name says: the halves of
         a paired host/device buffer (``.cpu``/``.np``, ``.gpu``), a host name (``*_cpu``),
         or (devices.default: cuda) a field the project declares only as torch.Tensor."""
@@ -1584,7 +1587,11 @@ class FunctionWalker:
             return Label(CUDA, "`.gpu`, the device half of a paired buffer")
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
-        if self.m.default_cuda and attr in self.m.tensor_fields:
+        if attr in self.m.kept_on_cpu:
+            return Label(CPU, f"`{attr}` is declared keep_on_cpu in the project")
+        # The project-wide table is for other objects: a class's own attributes are known
+        # from its own assignments and annotations.
+        if self.m.default_cuda and attr in self.m.tensor_fields and not own:
             return Label(CUDA, f"`{attr}` is declared torch.Tensor in the project and nothing "
                                "puts it on the CPU (devices.default: cuda)", mask_named(attr),
                          weak=True)
@@ -1819,7 +1826,8 @@ class FunctionWalker:
                 return UNKNOWN_L
             if name.endswith("_like") and args:
                 return args[0]
-            if self.func.cls is not None and self.func.cls.is_module:
+            if self.func.cls is not None and self.func.cls.is_module and \
+                    self.m.is_startup(self.func):
                 return UNKNOWN_L  # models are often built under torch.device("cuda")
             return Label(CPU, f"{qual} without a device is on the CPU")
         if name == "equal" and len(args) >= 2 and any(a.kind == CUDA for a in args[:2]):
@@ -1831,7 +1839,7 @@ class FunctionWalker:
             if tensor.kind == CUDA:
                 self.site("RB104", node, f"`{qual}` on a CUDA tensor (its output size depends "
                           "on the data)", tensor)
-            return tensor
+            return tensor.but(boolean=False)  # indices or values, not a mask
         if name == "repeat_interleave" and len(args) >= 2 and args[1].kind == CUDA and \
                 _kw(node, "output_size") is None:
             self.site("RB104", node, "`torch.repeat_interleave` with tensor repeats and no "

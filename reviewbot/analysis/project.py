@@ -28,6 +28,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import guard_of
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 5
+SUMMARY_VERSION = 7
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -60,6 +61,11 @@ _COMMON_METHODS = frozenset({
 })
 
 
+_CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s*\(|super\(\)\.(\w+)\s*\(")
+_ATTRIBUTE = re.compile(r"\.([A-Za-z_]\w*)")
+_KEYWORDS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "not", "in", "is",
+                       "assert", "yield", "await", "lambda", "with", "del", "raise", "print",
+                       "except", "import", "from", "else", "def", "class"})
 # Classmethods that build an instance of their class.
 _FACTORY_METHODS = frozenset({"make", "create", "build", "new", "init_new", "instance",
                               "get_instance"})
@@ -133,15 +139,26 @@ def _dotted(expr: ast.expr) -> str | None:
 class _Summariser:
     """Builds the summary of one module (plain data)."""
 
-    def __init__(self, tree: ast.Module, module: str, is_package: bool) -> None:
+    def __init__(self, tree: ast.Module, module: str, is_package: bool,
+                 text: str | None = None) -> None:
+        # With the source text, calls are read off each function's lines (a statement-level
+        # walk marks its loops and guarded blocks): several times faster than a full walk.
+        self.lines = text.splitlines() if text is not None else None
         self.module = module
         self.package = module if is_package else module.rpartition(".")[0]
         self.imports: dict[str, str] = {}
         self.classes: dict[str, dict[str, Any]] = {}
         self.functions: dict[str, dict[str, Any]] = {}
         self.local_defs: set[str] = set()
+        # Names whose values are declared kept on the CPU (`dict(k=...(keep_on_cpu=True))`).
+        self.kept: frozenset[str] = frozenset()
+        if text is None or "keep_on_cpu" in text:
+            from reviewbot.analysis.gpu import _kept_on_cpu
+
+            self.kept = _kept_on_cpu(tree)
         # Attribute names the module reads or calls (to pick the project facts it needs).
-        self.names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        self.names = set(_ATTRIBUTE.findall(text)) if text is not None else \
+            {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         for node in tree.body:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.local_defs.add(node.name)
@@ -149,8 +166,11 @@ class _Summariser:
         self._index(tree.body, None, "")
 
     def summary(self) -> dict[str, Any]:
-        return {"imports": self.imports, "classes": self.classes, "functions": self.functions,
-                "names": sorted(self.names)}
+        out = {"imports": self.imports, "classes": self.classes, "functions": self.functions,
+               "names": sorted(self.names)}
+        if self.kept:
+            out["kept_on_cpu"] = sorted(self.kept)
+        return out
 
     def _imports(self, body: list[ast.stmt]) -> None:
         for node in body:
@@ -281,7 +301,8 @@ class _Summariser:
                             info["fields"][stmt.target.id] = kind
                 self._index(node.body, info, prefix + node.name + ".")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions[prefix + node.name] = self._function(node, cls)
+                self.functions[prefix + node.name] = self._function(node, cls) \
+                    if self.lines is None else self._function_from_text(node, cls)
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
                 for attr in ("body", "orelse", "finalbody"):
                     self._index(getattr(node, attr, []) or [], cls, prefix)
@@ -363,6 +384,125 @@ class _Summariser:
             out["returns"] = returns
         return out
 
+    def _function_from_text(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                            cls: dict[str, Any] | None) -> dict[str, Any]:
+        """A function's summary: types from its statements, calls from its lines."""
+        assert self.lines is not None
+        types: dict[str, str] = {}
+        args = node.args
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+            typ = self._type_of(arg.annotation)
+            if typ:
+                types[arg.arg] = typ
+        first = node.body[0].lineno if node.body else node.lineno
+        last = node.end_lineno or node.lineno
+        # Per line of the body: 0 plain, 1 in a loop, 2 behind a guard (skipped).
+        flags = [0] * (last - first + 1)
+
+        def mark(stmts: list[ast.stmt], value: int) -> None:
+            if stmts:
+                for number in range(stmts[0].lineno, (stmts[-1].end_lineno or 0) + 1):
+                    if 0 <= number - first < len(flags) and flags[number - first] < value:
+                        flags[number - first] = value
+
+        stack: list[ast.stmt] = list(node.body)
+        while stack:
+            stmt = stack.pop()
+            if isinstance(stmt, ast.If):
+                quiet_body, quiet_else = guard_of(stmt.test)
+                if quiet_body:
+                    mark(stmt.body, 2)
+                if quiet_else:
+                    mark(stmt.orelse, 2)
+            elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+                mark(stmt.body, 1)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                self._note_types(stmt, types, cls)
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(stmt, field, None)
+                if isinstance(block, list):
+                    stack.extend(b for b in block if isinstance(b, ast.stmt))
+            for holder in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+                stack.extend(holder.body)
+        calls: list[str] = []
+        loop_calls: list[str] = []
+        seen: set[str] = set()
+        for offset, flag in enumerate(flags):
+            if flag == 2:
+                continue
+            line = self.lines[first - 1 + offset] if first - 1 + offset < len(self.lines) else ""
+            if "(" not in line:
+                continue
+            code = line.split("#", 1)[0] if "#" in line else line
+            for match in _CALL.finditer(code):
+                on_super = match.group(1) is None
+                dotted = match.group(2) if on_super else match.group(1)
+                head = dotted.split(".", 1)[0]
+                if head in _KEYWORDS or (match.start() >= 4 and code[:match.start()].rstrip()
+                                         .endswith(("def", "class"))):
+                    continue
+                ref = self._text_ref(dotted, types, on_super)
+                if ref is None:
+                    continue
+                if ref not in seen:
+                    seen.add(ref)
+                    calls.append(ref)
+                if flag == 1 and ref not in loop_calls:
+                    loop_calls.append(ref)
+        out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
+        returns = self.value_kind(node.returns)
+        if returns:
+            out["returns"] = returns
+        return out
+
+    def _note_types(self, stmt: ast.Assign | ast.AnnAssign, types: dict[str, str],
+                    cls: dict[str, Any] | None) -> None:
+        value = stmt.value
+        typ = self._constructed(value)
+        if isinstance(stmt, ast.AnnAssign):
+            typ = self._type_of(stmt.annotation) or typ
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                if typ:
+                    types[target.id] = typ
+                elif isinstance(value, ast.Name) and value.id in types:
+                    types[target.id] = types[value.id]
+            elif cls is not None and isinstance(target, ast.Attribute) and \
+                    isinstance(target.value, ast.Name) and target.value.id == "self":
+                found = typ or (types.get(value.id) if isinstance(value, ast.Name) else None)
+                if found:
+                    cls["attrs"].setdefault(target.attr, found)
+                elif isinstance(value, ast.Attribute) and \
+                        isinstance(value.value, ast.Name) and value.value.id == "self":
+                    aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
+                    if value.attr not in aliases:
+                        aliases.append(value.attr)
+
+    def _text_ref(self, dotted: str, types: Mapping[str, str], on_super: bool) -> str | None:
+        """The call reference of a dotted callee read off the text (as :meth:`_call_ref`)."""
+        parts = dotted.split(".")
+        if on_super:
+            return f"S:{parts[-1]}"
+        if len(parts) == 1:
+            qual = self.qualify(parts[0])
+            return f"Q:{qual}" if qual else None
+        head, name = parts[0], parts[-1]
+        if head in ("self", "cls"):
+            if len(parts) == 2:
+                return f"S:{name}"
+            if len(parts) == 3:
+                return f"A:{parts[1]}:{name}"
+            return f"M:{name}"
+        if len(parts) == 2 and head in types:
+            return f"T:{types[head]}:{name}"
+        qual = self.qualify(".".join(parts[:-1])) if head not in types else None
+        if qual:
+            if qual.startswith("torch.ops."):
+                return f"F:{name}"
+            return f"Q:{qual}.{name}"
+        return f"M:{name}"
+
     def _call_ref(self, func: ast.expr, types: Mapping[str, str]) -> str | None:
         if isinstance(func, ast.Name):
             qual = self.qualify(func.id)
@@ -404,7 +544,7 @@ def summarise(text: str, module: str, is_package: bool = False) -> dict[str, Any
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     try:
-        return _Summariser(tree, module, is_package).summary()
+        return _Summariser(tree, module, is_package, text).summary()
     except RecursionError:
         return None
 
@@ -459,8 +599,8 @@ def engine_pack_names(config: Any, root: Path | None, files: Sequence[Path]) -> 
     return found
 
 
-def project_index_files(files: Sequence[Path], config: Any,
-                        cwd: Path) -> tuple[Path | None, list[Path]]:
+def project_index_files(files: Sequence[Path], config: Any, cwd: Path,
+                        given: Sequence[str] = ()) -> tuple[Path | None, list[Path]]:
     """The project the checked files belong to and every Python file in it (the index),
     when a rule that reads project facts is on; links out of the project are left out."""
     from reviewbot import registry
@@ -477,8 +617,11 @@ def project_index_files(files: Sequence[Path], config: Any,
     except (OSError, RuntimeError):
         return None, []
     # Folder links are not followed by discovery: only a file link can lead outside.
-    return root, [path for path in discover([str(root)], config, cwd=cwd)
-                  if inside(path, (real_root,))]
+    if any(Path(os.path.abspath(cwd / p)) == root for p in given):
+        found = list(files)  # the root itself was checked: its files are the project's
+    else:
+        found = discover([str(root)], config, cwd=cwd)
+    return root, [path for path in found if inside(path, (real_root,))]
 
 
 # The index ------------------------------------------------------------------------------
@@ -562,6 +705,21 @@ class IndexCache:
         self.used[key] = {"s": summary}
         self.dirty = True
 
+    def links(self, project_key: str) -> dict[str, str] | None:
+        """The digests of the linked facts each checked file read, when the last run that
+        linked this very project (the same summaries and packs) recorded them."""
+        record = self.entries.get(_LINKS_KEY)
+        if isinstance(record, dict) and record.get("project") == project_key and \
+                isinstance(record.get("digests"), dict):
+            self.used[_LINKS_KEY] = record
+            return record["digests"]
+        return None
+
+    def set_links(self, project_key: str, digests: dict[str, str]) -> None:
+        """Record the facts' digests of this run's checked files."""
+        self.used[_LINKS_KEY] = {"project": project_key, "digests": digests}
+        self.dirty = True
+
     def save(self) -> None:
         """Write the summaries this run used, atomically (unless nothing changed)."""
         from reviewbot.cache import _ensure_gitignore, _is_link, _write_atomic
@@ -579,6 +737,21 @@ class IndexCache:
             _write_atomic(folder, self.file, header + b"\n" + body)
         except OSError:
             pass  # a cache that cannot be written is not an error
+
+
+_LINKS_KEY = "\0links"  # never a summary's key (those are digest:module)
+
+
+def project_key(index: "ProjectIndex", packs: PackData) -> str:
+    """What the link phase's output depends on: every module's summary, and the packs."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{SUMMARY_VERSION}\0{packs!r}".encode())
+    for name in sorted(index.modules):
+        entry = index.modules[name]
+        digest.update(f"\0{name}\0{entry.rel}\0{entry.digest}".encode())
+    for rel in sorted(index.by_rel):
+        digest.update(f"\0{rel}\0{index.by_rel[rel].digest}".encode())
+    return digest.hexdigest()
 
 
 def _valid_summary(value: Any) -> bool:
@@ -617,6 +790,7 @@ class HotFacts:
     tensor_fields: frozenset[str] = frozenset()
     tensor_returns: frozenset[str] = frozenset()
     names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
+    kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
 
     def for_file(self, rel: str) -> dict[str, list[str]]:
         """The hot functions of one file (relative path) and their chains."""
@@ -636,6 +810,8 @@ class HotFacts:
             out["classes"] = classes
         if other_platform_path(rel):
             out["other_platform"] = True
+        if self.kept_on_cpu:
+            out["kept_on_cpu"] = sorted(self.kept_on_cpu)
         return out
 
     def digest(self, rel: str) -> str:
@@ -878,8 +1054,8 @@ class Linker:
     def _by_name(self, name: str) -> list[str]:
         """The project's methods of this name, when few, or all implementations of one
         interface (every one inherits the name from the same project class)."""
-        if name in _COMMON_METHODS or name.startswith("__") or len(name) < 4:
-            return []
+        if name in _COMMON_METHODS or name.startswith("__") or "_" not in name.strip("_"):
+            return []  # a one-word name says too little about which method it is
         candidates = self.by_method.get(name, ())
         if 0 < len(candidates) <= MAX_NAME_CANDIDATES:
             return list(candidates)
@@ -969,18 +1145,22 @@ class Linker:
         facts = HotFacts(linker=self)
         field_kinds: dict[str, set[str]] = {}
         return_kinds: dict[str, set[str]] = {}
+        kept: set[str] = set()
         for entry in self.index.modules.values():
             summary = entry.summary
             if not summary:
                 continue
             facts.names[entry.rel] = frozenset(summary.get("names", ()))
+            kept.update(summary.get("kept_on_cpu", ()))
             for info in summary["classes"].values():
                 for name, kind in info.get("fields", {}).items():
                     field_kinds.setdefault(name, set()).add(kind)
             for local, info in summary["functions"].items():
                 name = local.rpartition(".")[2]
                 return_kinds.setdefault(name, set()).add(info.get("returns", ""))
-        facts.tensor_fields = frozenset(n for n, kinds in field_kinds.items() if kinds == {"tensor"})
+        facts.kept_on_cpu = frozenset(kept)
+        facts.tensor_fields = frozenset(n for n, kinds in field_kinds.items()
+                                        if kinds == {"tensor"} and n not in kept)
         facts.tensor_returns = frozenset(n for n, kinds in return_kinds.items()
                                          if kinds == {"tensor"} and not n.startswith("__"))
         for qual, chain in chains.items():
