@@ -10,8 +10,9 @@ scores the findings on the labelled lines:
   with one. Precision = TP / (TP + FP), recall = TP / (TP + FN).
 - A finding counts for a line when the line lies between its first and last line.
 - Per engine, release and split (`test`: the newest releases, frozen; `tune`: the rest),
-  per rule, with the engine packs on (reviewbot's defaults) and off (`--packs off`: only the
-  generic `pytorch` pack), plus the number of RB1xx findings in each tree.
+  per rule, with the engine packs on (reviewbot's defaults) and off (`--packs off`:
+  `engine-packs = false`, the default packs without vllm's or sglang's own, which is what
+  an engine without a pack gets), plus the number of RB1xx findings in each tree.
 
 Precision over everything the tool reports, not only labelled lines:
 `--sample N --seed S` draws N RB1xx findings per newest tree into
@@ -129,15 +130,14 @@ def load_corpus(only: set[str] | None = None) -> dict[tuple[str, str], list[Labe
 
 
 def config_file(packs: str, engine_key: bool = True) -> Path:
-    """A configuration with reviewbot's defaults (packs on) or the generic pack only
-    (``engine_key``: also turn the automatic engine packs off; older versions have none)."""
+    """A configuration with reviewbot's defaults (packs on), or without the engine's own
+    pack (off: what an engine without a pack gets; ``engine_key``: False for versions that
+    have no engine packs, where off is the same as on)."""
     DATA.mkdir(parents=True, exist_ok=True)
     target = DATA / f"accuracy-packs-{packs}.yml"
     lines = ["respect-gitignore: false\n", "select: [RB1]\n"]
-    if packs == "off":
-        lines.append("rule-packs: [pytorch]\n")
-        if engine_key:
-            lines.append("engine-packs: false\n")
+    if packs == "off" and engine_key:  # the default packs, without vllm's or sglang's own
+        lines.append("engine-packs: false\n")
     target.write_text("".join(lines), encoding="utf-8")
     return target
 
