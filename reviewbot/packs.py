@@ -16,7 +16,8 @@ from reviewbot.errors import ConfigError
 _LIST_KEYS = {
     "hot-paths": ("entry-points", "module-entry-points", "startup", "sync-allowed-contexts",
                   "loop-callees"),
-    "devices": ("module-classes", "module-factories", "cuda-classes", "non-cuda-imports"),
+    "devices": ("module-classes", "module-factories", "cuda-classes", "non-cuda-imports",
+                "host-names"),
 }
 # What a tensor with no evidence of its device is taken to be: unknown (the generic
 # pack), or on the GPU (the engine packs, where nearly every tensor of per-step code is).
@@ -60,6 +61,8 @@ class PackData:
     cuda_classes: tuple[str, ...] = ()
     # Modules whose import marks a file as code for another accelerator (not CUDA).
     non_cuda_imports: tuple[str, ...] = ()
+    # Name patterns of values kept on the host by convention (multimodal grid metadata).
+    host_names: tuple[str, ...] = ()
     # bound attribute (e.g. "max_num_reqs") -> (what it bounds, names bounded by it)
     size_bounds: Mapping[str, "SizeBound"] = field(default_factory=dict)
     # A tensor with no evidence of its device: "unknown" or "cuda" (see DEFAULT_DEVICES).
@@ -214,6 +217,7 @@ def load_packs(specs: Sequence[str], root: Path, source: str | None,
         module_factories=unique("module-factories"),
         cuda_classes=unique("cuda-classes"),
         non_cuda_imports=unique("non-cuda-imports"),
+        host_names=unique("host-names"),
         size_bounds=bounds,
         default_device=default_device,
     )

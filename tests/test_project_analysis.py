@@ -252,11 +252,15 @@ def test_the_engine_pack_and_the_default_device(tmp_path, run_cli):
     assert "devices.default: cuda" in found[0]["message"]
     explained = run_cli(["check", "--explain-hot-paths", "."], cwd=root)
     assert "vllm" in explained.out
-    off = write_project(tmp_path / "off", {"r/__init__.py": "", "r/runner.py": ENGINE_FILE},
-                        "engine-packs = false\n")
-    assert sync_findings(run_cli, off) == []
-    on = write_project(tmp_path / "on", {"r/__init__.py": "", "r/runner.py": ENGINE_FILE.replace(
-        "import vllm", "")}, "engine-packs = false\ndevices = { default = \"cuda\" }\n")
+    # Only the generic pack: the device stays unknown, nothing is reported.
+    stepping = ENGINE_FILE.replace("def execute_model", "def step")  # hot in the generic pack
+    generic = write_project(tmp_path / "off", {"r/__init__.py": "", "r/runner.py": stepping},
+                            "engine-packs = false\nrule-packs = [\"pytorch\"]\n")
+    assert sync_findings(run_cli, generic) == []
+    explained = run_cli(["check", "--explain-hot-paths", "."], cwd=generic)
+    assert "packs: pytorch (devices.default: unknown)" in explained.out
+    on = write_project(tmp_path / "on", {"r/__init__.py": "", "r/runner.py": stepping.replace(
+        "import vllm", "")}, "rule-packs = [\"pytorch\"]\ndevices = { default = \"cuda\" }\n")
     assert [f["line"] for f in sync_findings(run_cli, on)] == [7]
 
 
@@ -416,3 +420,16 @@ def test_more_implicit_syncs(tmp_path, run_cli):
     """})
     found = [(f["code"], f["line"]) for f in sync_findings(run_cli, root)]
     assert found == [("RB104", 8), ("RB104", 9)]
+
+
+def test_multimodal_metadata_named_by_the_packs_stays_on_the_host(tmp_path, run_cli):
+    root = write_project(tmp_path, {"m/__init__.py": "", "m/vision.py": """
+        import torch
+        from torch import nn
+
+        class VisionTower(nn.Module):
+            def forward(self, pixels: torch.Tensor, grid_thw: torch.Tensor):
+                sizes = grid_thw.prod(-1).tolist()
+                return pixels.sum().item(), sizes
+    """})
+    assert [(f["code"], f["line"]) for f in sync_findings(run_cli, root)] == [("RB102", 8)]

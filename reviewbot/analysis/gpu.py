@@ -1179,15 +1179,17 @@ class FunctionWalker:
                     label.but(f"passed by a caller: {label.why}")
             elif module.class_key(arg.annotation) is not None:
                 self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
-            elif arg.arg in module.kept_on_cpu:
-                self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is declared keep_on_cpu in this "
-                                               "module")
+            elif arg.arg in module.kept_on_cpu or (
+                    module.packs.host_names and _matches(arg.arg, module.packs.host_names)):
+                self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is kept on the host "
+                                               "(keep_on_cpu or the packs' host-names)")
             elif self._is_tensor_annotation(arg.annotation) and host_named(arg.arg):
                 self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is named as a host value")
             elif cls is not None and cls.is_module and func.name in \
                     module.packs.module_entry_points and self._is_tensor_annotation(arg.annotation):
                 self.env[arg.arg] = Label(CUDA, f"an input of {func.qualname}, an nn.Module "
-                                                "whose outputs are taken to be on the GPU")
+                                                "whose outputs are taken to be on the GPU",
+                                          weak=True)
             elif module.default_cuda and self._is_tensor_annotation(arg.annotation):
                 self.env[arg.arg] = Label(CUDA, f"`{arg.arg}` is annotated torch.Tensor and "
                                                 "nothing puts it on the CPU (devices.default: "
@@ -1587,8 +1589,10 @@ class FunctionWalker:
             return Label(CUDA, "`.gpu`, the device half of a paired buffer")
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
-        if attr in self.m.kept_on_cpu:
-            return Label(CPU, f"`{attr}` is declared keep_on_cpu in the project")
+        if attr in self.m.kept_on_cpu or (self.m.packs.host_names and
+                                           _matches(attr, self.m.packs.host_names)):
+            return Label(CPU, f"`{attr}` is kept on the host (keep_on_cpu or the packs' "
+                              "host-names)")
         # The project-wide table is for other objects: a class's own attributes are known
         # from its own assignments and annotations.
         if self.m.default_cuda and attr in self.m.tensor_fields and not own:
