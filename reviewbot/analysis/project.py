@@ -139,11 +139,10 @@ def _dotted(expr: ast.expr) -> str | None:
 class _Summariser:
     """Builds the summary of one module (plain data)."""
 
-    def __init__(self, tree: ast.Module, module: str, is_package: bool,
-                 text: str | None = None) -> None:
-        # With the source text, calls are read off each function's lines (a statement-level
-        # walk marks its loops and guarded blocks): several times faster than a full walk.
-        self.lines = text.splitlines() if text is not None else None
+    def __init__(self, tree: ast.Module, module: str, is_package: bool, text: str) -> None:
+        # Calls are read off each function's lines (a statement-level walk marks its loops
+        # and guarded blocks): several times faster than a walk of every expression.
+        self.lines = text.splitlines()
         self.module = module
         self.package = module if is_package else module.rpartition(".")[0]
         self.imports: dict[str, str] = {}
@@ -152,13 +151,12 @@ class _Summariser:
         self.local_defs: set[str] = set()
         # Names whose values are declared kept on the CPU (`dict(k=...(keep_on_cpu=True))`).
         self.kept: frozenset[str] = frozenset()
-        if text is None or "keep_on_cpu" in text:
+        if "keep_on_cpu" in text:
             from reviewbot.analysis.gpu import _kept_on_cpu
 
             self.kept = _kept_on_cpu(tree)
         # Attribute names the module reads or calls (to pick the project facts it needs).
-        self.names = set(_ATTRIBUTE.findall(text)) if text is not None else \
-            {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        self.names = set(_ATTRIBUTE.findall(text))
         for node in tree.body:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.local_defs.add(node.name)
@@ -301,93 +299,16 @@ class _Summariser:
                             info["fields"][stmt.target.id] = kind
                 self._index(node.body, info, prefix + node.name + ".")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.functions[prefix + node.name] = self._function(node, cls) \
-                    if self.lines is None else self._function_from_text(node, cls)
+                self.functions[prefix + node.name] = self._function_from_text(node, cls)
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
                 for attr in ("body", "orelse", "finalbody"):
                     self._index(getattr(node, attr, []) or [], cls, prefix)
                 for handler in getattr(node, "handlers", []) or []:
                     self._index(handler.body, cls, prefix)
 
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
-                  cls: dict[str, Any] | None) -> dict[str, Any]:
-        types: dict[str, str] = {}
-        args = node.args
-        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
-            typ = self._type_of(arg.annotation)
-            if typ:
-                types[arg.arg] = typ
-        calls: list[str] = []
-        loops_call: list[str] = []
-        seen: set[str] = set()
-
-        def add(ref: str, in_loop: bool) -> None:
-            if ref not in seen:
-                seen.add(ref)
-                calls.append(ref)
-            if in_loop and ref not in loops_call:
-                loops_call.append(ref)
-
-        def visit(n: ast.AST, in_loop: bool) -> None:
-            for child in ast.iter_child_nodes(n):
-                if isinstance(child, ast.If):
-                    # A block behind a debug flag, a capture or another platform does not
-                    # make what it calls hot.
-                    quiet_body, quiet_else = guard_of(child.test)
-                    visit_expr(child.test, in_loop)
-                    for stmt in child.body if not quiet_body else ():
-                        visit_stmt(stmt, in_loop)
-                    for stmt in child.orelse if not quiet_else else ():
-                        visit_stmt(stmt, in_loop)
-                    continue
-                loop = in_loop or isinstance(child, (ast.For, ast.AsyncFor, ast.While))
-                if isinstance(child, (ast.Assign, ast.AnnAssign)):
-                    value = child.value
-                    typ = self._constructed(value)
-                    if isinstance(child, ast.AnnAssign):
-                        typ = self._type_of(child.annotation) or typ
-                    targets = child.targets if isinstance(child, ast.Assign) else [child.target]
-                    for target in targets:
-                        if isinstance(target, ast.Name):
-                            if typ:
-                                types[target.id] = typ
-                            elif isinstance(value, ast.Name) and value.id in types:
-                                types[target.id] = types[value.id]
-                        elif cls is not None and isinstance(target, ast.Attribute) and \
-                                isinstance(target.value, ast.Name) and target.value.id == "self":
-                            found = typ or (types.get(value.id) if isinstance(value, ast.Name) else None)
-                            if found:
-                                cls["attrs"].setdefault(target.attr, found)
-                            elif isinstance(value, ast.Attribute) and \
-                                    isinstance(value.value, ast.Name) and value.value.id == "self":
-                                # self.update = self.update_decode: a method chosen at run time
-                                aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
-                                if value.attr not in aliases:
-                                    aliases.append(value.attr)
-                if isinstance(child, ast.Call):
-                    ref = self._call_ref(child.func, types)
-                    if ref:
-                        add(ref, loop)
-                visit(child, loop)
-
-        def visit_expr(expr: ast.AST, in_loop: bool) -> None:
-            wrapper = ast.Expr(expr)
-            visit(wrapper, in_loop)
-
-        def visit_stmt(stmt: ast.AST, in_loop: bool) -> None:
-            visit(ast.Module([stmt], []), in_loop)
-
-        visit(node, False)
-        out = {"line": node.lineno, "calls": calls, "loop_calls": loops_call}
-        returns = self.value_kind(node.returns)
-        if returns:
-            out["returns"] = returns
-        return out
-
     def _function_from_text(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
                             cls: dict[str, Any] | None) -> dict[str, Any]:
         """A function's summary: types from its statements, calls from its lines."""
-        assert self.lines is not None
         types: dict[str, str] = {}
         args = node.args
         for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
@@ -480,7 +401,7 @@ class _Summariser:
                         aliases.append(value.attr)
 
     def _text_ref(self, dotted: str, types: Mapping[str, str], on_super: bool) -> str | None:
-        """The call reference of a dotted callee read off the text (as :meth:`_call_ref`)."""
+        """The call reference (`S:`, `A:`, `T:`, `Q:`, `F:`, `M:`) of a dotted callee."""
         parts = dotted.split(".")
         if on_super:
             return f"S:{parts[-1]}"
@@ -502,38 +423,6 @@ class _Summariser:
                 return f"F:{name}"
             return f"Q:{qual}.{name}"
         return f"M:{name}"
-
-    def _call_ref(self, func: ast.expr, types: Mapping[str, str]) -> str | None:
-        if isinstance(func, ast.Name):
-            qual = self.qualify(func.id)
-            return f"Q:{qual}" if qual else None
-        if not isinstance(func, ast.Attribute):
-            return None
-        value, name = func.value, func.attr
-        if isinstance(value, ast.Name):
-            if value.id in ("self", "cls"):
-                return f"S:{name}"
-            if value.id in types:
-                return f"T:{types[value.id]}:{name}"
-            qual = self.qualify(value.id)
-            if qual:
-                return f"Q:{qual}.{name}"
-            return f"M:{name}"
-        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-                value.func.id == "super":
-            return f"S:{name}"
-        if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and \
-                value.value.id == "self":
-            return f"A:{value.attr}:{name}"
-        dotted = _dotted(value)
-        if dotted:
-            qual = self.qualify(dotted)
-            if qual and qual.startswith("torch.ops."):
-                return f"F:{name}"  # a custom op: registered under its function's name
-            if qual and not dotted.split(".", 1)[0] in types:
-                return f"Q:{qual}.{name}"
-        return f"M:{name}"
-
 
 def summarise(text: str, module: str, is_package: bool = False) -> dict[str, Any] | None:
     """The summary of a module's source, or None when it does not parse."""
