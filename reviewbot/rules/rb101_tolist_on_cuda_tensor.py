@@ -71,11 +71,14 @@ class TolistOnCudaTensor(SyncRule):
 
     ## Fix safety
     Safe. The call becomes `self._to_list(x)` (or `_to_list(x)` in a free function). A
-    class that has no helper of that shape gains one, with its docstring, plus a
-    `torch.cuda.Event` and a pinned buffer in `__init__` (guarded, so the class still
-    builds without CUDA). The buffer is sized by the class's bound of what the tensor
-    holds (`self.max_num_reqs` for sampled token ids) or grows on demand. The helper
-    returns exactly what `.tolist()` returns, for every shape and dtype.
+    class that has no helper of that shape gains one, with its docstring, and a class
+    attribute holding a `threading.local`: each thread keeps, per device, a
+    `torch.cuda.Event` and a pinned host buffer (`device="cpu"`), made on first use, so
+    the class still builds without CUDA, and `copy.deepcopy` and `pickle` of its objects
+    work as before. The copy and the event go on the current stream of the tensor's own
+    device. The buffer starts at the class's bound of what the tensor holds
+    (`self.max_num_reqs` for sampled token ids) and grows only when a tensor does not fit.
+    The helper returns exactly what `.tolist()` returns, for every shape and dtype.
     """
 
     code = "RB101"
