@@ -49,17 +49,21 @@ def inside(path: Path, roots: Sequence[Path]) -> bool:
     """Whether ``path``, every link followed, is in one of ``roots`` (resolved folders)."""
     try:
         if os.path.islink(path):
-            resolved = path.resolve()
+            resolved = str(path.resolve())
         else:  # its folder resolved once for all the files in it
-            resolved = _resolved_folder(str(path.parent)) / path.name
+            resolved = os.path.join(_resolved_folder(str(path.parent)), path.name)
     except (OSError, RuntimeError):  # a link loop
         return False
-    return any(resolved == root or root in resolved.parents for root in roots)
+    for root in roots:
+        text = str(root)
+        if resolved == text or resolved.startswith(text.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 @functools.lru_cache(maxsize=4096)
-def _resolved_folder(folder: str) -> Path:
-    return Path(folder).resolve()
+def _resolved_folder(folder: str) -> str:
+    return os.path.realpath(folder)
 
 
 def allowed_roots(paths: Sequence[str], root: Path, cwd: Path) -> tuple[Path, ...]:

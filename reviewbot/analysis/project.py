@@ -99,6 +99,11 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
     or ``lib/`` folder (namespace packages without ``__init__.py`` included). Otherwise:
     its path from the top of its chain of packages."""
     folder = path.parent
+    if package_tops is not None:  # the dotted name of the folder, once per folder
+        prefix = package_tops.get(("name", folder))  # type: ignore[call-overload]
+        if prefix is not None:
+            stem = path.stem
+            return prefix if stem == "__init__" else (f"{prefix}.{stem}" if prefix else stem)
     top = None if package_tops is None else package_tops.get(folder)
     if top is None:
         top = None
@@ -119,6 +124,8 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
             package_tops[folder] = top
     rel = path.relative_to(top).with_suffix("")
     parts = list(rel.parts)
+    if package_tops is not None:
+        package_tops[("name", folder)] = ".".join(parts[:-1])  # type: ignore[index]
     if parts and parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
