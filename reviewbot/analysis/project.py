@@ -882,24 +882,21 @@ class Linker:
         return out
 
     def is_module_class(self, cls: str) -> bool:
-        """Whether a project class is an ``nn.Module`` (through bases in any module)."""
+        """Whether a project class is an ``nn.Module`` (through bases in any module, up the
+        bounded order of :meth:`mro`: a chain of any depth cannot overflow the stack)."""
         cached = self._module_cache.get(cls)
         if cached is not None:
             return cached
-        self._module_cache[cls] = False  # cycles
         result = False
-        info = self.classes.get(cls)
-        if info is not None:
-            for base in info[2]["bases"]:
-                last = base.rsplit(".", 1)[-1]
-                if base in ("torch.nn.Module", "torch.nn.modules.module.Module") or \
-                        self.matches(last, self.packs.module_classes):
-                    result = True
-                    break
-                resolved = self.resolve_class(base)
-                if resolved and self.is_module_class(resolved):
-                    result = True
-                    break
+        for klass in self.mro(cls):
+            info = self.classes.get(klass)
+            if info is None:
+                continue
+            if any(base in ("torch.nn.Module", "torch.nn.modules.module.Module") or
+                   self.matches(base.rsplit(".", 1)[-1], self.packs.module_classes)
+                   for base in info[2]["bases"]):
+                result = True
+                break
         self._module_cache[cls] = result
         return result
 
