@@ -15,7 +15,8 @@ scores the findings on the labelled lines:
   an engine without a pack gets), plus the number of RB1xx findings in each tree.
 
 Precision over everything the tool reports, not only labelled lines:
-`--sample N --seed S` draws N RB1xx findings per newest tree into
+`--sample N --seed S` draws N RB1xx findings per newest tree (`--sample-split tune`: per
+tuning tree, to study false alarms without reading the test trees' findings) into
 `corpus/samples/<engine>-<release>-seed<S>.yml` (unless it exists), each with an empty
 `verdict` (`true` | `false`) and `reason` to fill by reading the code; once filled, the
 same command prints the sampled precision.
@@ -293,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--misses", action="store_true", help="list missed and falsely flagged lines")
     parser.add_argument("--sample", type=int, default=0, help="draw N findings per newest tree")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sample-split", choices=("test", "tune", "all"), default="test",
+                        help="which trees --sample draws from (default: the newest, test)")
     parser.add_argument("--json", type=Path, help="also write the scores as JSON here")
     parser.add_argument("--check-arg", action="append", default=[],
                         help="an extra argument for reviewbot check (repeatable)")
@@ -334,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
                     codes = ",".join(sorted({h["code"] for h in hits}))
                     misses.append(f"FP {engine}-{release} {label.path}:{label.line} {codes} "
                                   f"{label.snippet}")
-                if args.sample and split == "test" and packs == variants[0]:
+                if (args.sample and args.sample_split in (split, "all")
+                        and packs == variants[0]):
                     target = sample(findings, tree, f"{engine}-{release}", args.sample, args.seed)
                     good, bad, left, kept_good, kept_bad = judged(target, findings)
                     verdict = (f"{good / (good + bad):.0%} true of {good + bad} judged"
