@@ -24,7 +24,7 @@ from reviewbot import __version__
 
 CACHE_DIR_NAME = ".reviewbot_cache"
 FORMAT = "reviewbot-cache"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 _IGNORE_TEXT = "# Created by reviewbot; never commit this folder.\n*\n"
 # A cache larger than this is not read (it would cost more than checking again).
 MAX_CACHE_BYTES = 256 * 1024 * 1024
@@ -112,11 +112,15 @@ def _plain(value: Any, depth: int = 0) -> Any:
 
 def _tuples(value: Any) -> Any:
     """JSON lists back into the tuples the rules recorded."""
-    if isinstance(value, list):
-        return tuple(_tuples(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _tuples(v) for k, v in value.items()}
+    kind = type(value)
+    if kind is list:
+        return tuple([_tuples(v) if type(v) in _NESTED else v for v in value])
+    if kind is dict:
+        return {k: _tuples(v) if type(v) in _NESTED else v for k, v in value.items()}
     return value
+
+
+_NESTED = (list, dict)
 
 
 def result_to_data(result: Any) -> dict[str, Any]:
@@ -133,7 +137,9 @@ def result_to_data(result: Any) -> dict[str, Any]:
                          "path": f.path, "span": [f.line, f.column, f.end_line, f.end_column],
                          "severity": f.severity, "fix": fix,
                          "details": [[k, _plain(v)] for k, v in f.details]})
-    return {"path": result.path, "findings": findings, "facts": _plain(result.facts)}
+    gate = None if result.gate is None else [bool(result.gate[0]), bool(result.gate[1])]
+    return {"path": result.path, "findings": findings, "facts": _plain(result.facts),
+            "gate": gate}
 
 
 def result_from_data(data: Any) -> Any:
@@ -141,7 +147,10 @@ def result_from_data(data: Any) -> Any:
     from reviewbot.engine import FileResult
     from reviewbot.finding import Edit, Finding, Fix
 
-    _need(isinstance(data, dict) and set(data) == {"path", "findings", "facts"})
+    _need(isinstance(data, dict) and set(data) == {"path", "findings", "facts", "gate"})
+    gate = data["gate"]
+    _need(gate is None or (isinstance(gate, list) and len(gate) == 2
+                           and all(isinstance(g, bool) for g in gate)))
     _need(isinstance(data["findings"], list) and isinstance(data["facts"], dict))
     findings = []
     for item in data["findings"]:
@@ -173,7 +182,8 @@ def result_from_data(data: Any) -> Any:
     # A rule's facts are a list of records (tuples), as RB301 records its definitions.
     facts = {_str(code): [_tuples(v) for v in value] if isinstance(value, list)
              else _tuples(value) for code, value in data["facts"].items()}
-    return FileResult(_str(data["path"]), findings, facts)
+    return FileResult(_str(data["path"]), findings, facts,
+                      gate=None if gate is None else (gate[0], gate[1]))
 
 
 class ResultCache:
@@ -185,38 +195,28 @@ class ResultCache:
         self.folder = folder
         self.file = folder / f"results-{__version__}-{digest}.json"
         self.digest = digest
-        self.entries: dict[str, Any] = {}  # key -> JSON data of the result
+        self._entries: dict[str, Any] | None = None  # key -> JSON data; read on first use
         self.used: dict[str, Any] = {}
         self.key = signing_key()
         self.usable = self.key is not None and not _is_link(folder)
-        if self.usable:
-            self.entries = self._load()
+
+    @property
+    def entries(self) -> dict[str, Any]:
+        """The stored results, read from the file the first time they are asked for (a run
+        answered by the run memo never reads them)."""
+        if self._entries is None:
+            self._entries = self._load() if self.usable else {}
+        return self._entries
 
     def _mac(self, body: bytes) -> str:
         assert self.key is not None
         return hmac.new(self.key, self.digest.encode() + b"\0" + body, "sha256").hexdigest()
 
     def _load(self) -> dict[str, Any]:
-        try:
-            if _is_link(self.file):
-                return {}
-            with open(self.file, "rb") as handle:
-                raw = handle.read(MAX_CACHE_BYTES + 1)
-            if len(raw) > MAX_CACHE_BYTES:
-                return {}
-            header, _, body = raw.partition(b"\n")
-            meta = json.loads(header)
-            if not (isinstance(meta, dict) and meta.get("format") == FORMAT
-                    and meta.get("version") == FORMAT_VERSION
-                    and isinstance(meta.get("mac"), str)
-                    and hmac.compare_digest(meta["mac"], self._mac(body))):
-                return {}
-            entries = json.loads(body)
-            if not isinstance(entries, dict):
-                return {}
-            return {k: v for k, v in entries.items() if isinstance(k, str)}
-        except (OSError, ValueError, RecursionError):  # missing, old or damaged: empty
-            return {}
+        entries = self._read(self.file, self._mac)
+        if not isinstance(entries, dict):
+            return {}  # missing, old or damaged: empty
+        return {k: v for k, v in entries.items() if isinstance(k, str)}
 
     def get(self, key: str) -> Any:
         """The stored result (a FileResult), or None."""
@@ -247,17 +247,81 @@ class ResultCache:
         merged.update(self.used)
         if merged.keys() == self.entries.keys():
             return
+        self._write(self.file, merged, self._mac)
+
+    def _write(self, target: Path, data: Any, mac: Any) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             if _is_link(self.folder):
                 return
             _ensure_gitignore(self.folder)
-            body = json.dumps(merged, ensure_ascii=True, separators=(",", ":")).encode()
+            body = json.dumps(data, ensure_ascii=True, separators=(",", ":")).encode()
             header = json.dumps({"format": FORMAT, "version": FORMAT_VERSION,
-                                 "mac": self._mac(body)}).encode()
-            _write_atomic(self.folder, self.file, header + b"\n" + body)
+                                 "mac": mac(body)}).encode()
+            _write_atomic(self.folder, target, header + b"\n" + body)
         except OSError:
             pass  # a read-only checkout still gets its findings, just no cache
+
+    def _read(self, target: Path, mac: Any) -> Any:
+        """The signed body of ``target`` as JSON data (None: missing, damaged or forged)."""
+        try:
+            if _is_link(target):
+                return None
+            with open(target, "rb") as handle:
+                raw = handle.read(MAX_CACHE_BYTES + 1)
+            if len(raw) > MAX_CACHE_BYTES:
+                return None
+            header, _, body = raw.partition(b"\n")
+            meta = json.loads(header)
+            if not (isinstance(meta, dict) and meta.get("format") == FORMAT
+                    and meta.get("version") == FORMAT_VERSION
+                    and isinstance(meta.get("mac"), str)
+                    and hmac.compare_digest(meta["mac"], mac(body))):
+                return None
+            return json.loads(body)
+        except (OSError, ValueError, RecursionError):
+            return None
+
+    # The run memo ------------------------------------------------------------------------
+    # A run whose files all have the size, times and inode they had in the last run (and the
+    # same configuration, reviewbot and working folder: the digest and the signature) gets
+    # that run's per-file results back without reading a file, as ruff's cache trusts
+    # modification times. Any difference, a damaged memo or one signed by another key:
+    # the files are read and checked as usual (and their content-keyed results reused).
+    def _memo_file(self) -> Path:
+        return self.folder / f"run-{__version__}-{self.digest}.json"
+
+    def _memo_mac(self, body: bytes) -> str:
+        return self._mac(b"run-memo\0" + body)
+
+    def memo(self, signature: str) -> dict[str, Any] | None:
+        """The last run's results by displayed path, when its signature is ``signature``."""
+        if not self.usable:
+            return None
+        data = self._read(self._memo_file(), self._memo_mac)
+        if not (isinstance(data, dict) and data.get("signature") == signature
+                and isinstance(data.get("results"), dict)):
+            return None
+        results = {}
+        try:
+            for shown, item in data["results"].items():
+                result = result_from_data(item)
+                _need(result.path == shown)
+                results[shown] = result
+        except (_Invalid, TypeError, ValueError):
+            return None
+        return results
+
+    def set_memo(self, signature: str, results: dict[str, Any]) -> None:
+        """Remember this run's results under its signature (replacing the last run's)."""
+        if not self.usable:
+            return
+        try:
+            data = {shown: result_to_data(result) for shown, result in results.items()}
+        except _Invalid:
+            return
+        self._write(self._memo_file(), {"signature": signature, "results": data},
+                    self._memo_mac)
 
 
 def _is_link(path: Path) -> bool:

@@ -24,6 +24,9 @@ PYTHON_SUFFIXES = (".py", ".pyi")
 
 def relative_to_root(path: Path, root: Path) -> str:
     """``path`` as a POSIX path relative to ``root`` (absolute, without '/', if outside)."""
+    text, base = str(path), str(root)
+    if os.sep == "/" and text.startswith(base.rstrip("/") + "/"):  # the common case, fast
+        return text[len(base.rstrip("/")) + 1:]
     try:
         return path.relative_to(root).as_posix()
     except ValueError:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import gc
+import hashlib
 import os
+import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -41,6 +43,10 @@ class FileResult:
     # The file's project-index summary (plain data), when the job asked for one; the
     # engine moves it into the index cache, so cached results never hold one.
     summary: Any = None
+    # Of a file-rules result: whether the project rules can report in the file at all, on
+    # their own words and once the link finds hot functions in it (None: not known, so
+    # yes). The engine asks for the second phase only where they can.
+    gate: tuple[bool, bool] | None = None
 
 
 @dataclass
@@ -57,6 +63,7 @@ class RunResult:
 # the file (and its index summary), the rules that read linked project facts, or only the
 # summary of a project file that is not checked.
 ALL_RULES, FILE_RULES, PROJECT_RULES, SUMMARY_ONLY = 0, 1, 2, 3
+_NOT_HOT = "-"  # in the links record: a file the project rules need only when hot, and not
 # What a phase's cache key adds to the file's content key.
 FILE_RULES_KEY, PROJECT_RULES_KEY = "|file-rules", "|project-rules|"
 
@@ -121,6 +128,17 @@ class Checker:
                 or (job.linked_hot and r.project_facts and r.applies_to_linked(
                     text, self.config.settings.get(r.code, {}), self.packs))]
 
+    def _gate(self, text: str, ignored: set[str]) -> tuple[bool, bool]:
+        """Whether the project rules can apply to this text (see ``FileResult.gate``)."""
+        if not self.use_triggers:
+            return True, True
+        rules = [r for r in self.rules if r.project_facts and r.code not in ignored]
+        own = any(r.applies_to(text, self.config.settings.get(r.code, {}), self.packs)
+                  for r in rules)
+        linked = own or any(r.applies_to_linked(text, self.config.settings.get(r.code, {}),
+                                                self.packs) for r in rules)
+        return own, linked
+
     def _check_one(self, job: FileJob) -> FileResult:
         ignored = self.ignored_codes(job.rel)
         result = FileResult(job.display)
@@ -130,6 +148,8 @@ class Checker:
             if UnreadableFile.code not in ignored and job.phase in (ALL_RULES, FILE_RULES):
                 result.findings.append(_file_finding(UnreadableFile, job.display, f"Skipped: {exc}"))
             return result
+        if job.phase == FILE_RULES:
+            result.gate = self._gate(source.text, ignored)
         ctx = FileContext(job.display, source.text, job.rel, self.packs, job.linked_hot,
                           job.linked_devices)
         rules = self._rules_for(job, source.text, ignored)
@@ -342,6 +362,11 @@ class Engine:
         from reviewbot.discovery import display_path, inside, relative_to_root
 
         cwd = cwd or Path.cwd()
+        signature = self._signature(files, cwd) if self.cache else None
+        if signature is not None:
+            remembered = self.cache.memo(signature)
+            if remembered is not None:
+                return self._finish(remembered, run, len(remembered))
         results: dict[str, FileResult] = {}
         read: list[tuple[Path, str, str, bytes]] = []
         for path in files:
@@ -371,7 +396,31 @@ class Engine:
                 self._pool = None
         if self.cache:
             self.cache.save()
+            if signature is not None:
+                self.cache.set_memo(signature, results)
         return self._finish(results, run, self._cached)
+
+    def _signature(self, files: Sequence[Path], cwd: Path) -> str | None:
+        """What the run memo is keyed by: the working folder, the project, and every checked
+        and indexed file's path, size, times and inode. None (no memo) when a file cannot be
+        stat'ed, or one was modified within the last two seconds: an edit in the same tick
+        of the file system's clock would not change its times ("racy" as git calls it)."""
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(f"{cwd}\0{self.project_root}\0{self.roots}\0{self.use_triggers}".encode())
+        recent = time.time_ns() - 2_000_000_000
+        for group in (files, self.project_files or ()):
+            digest.update(b"\1")
+            for path in group:
+                try:
+                    link, info = os.lstat(path), os.stat(path)
+                except OSError:
+                    return None
+                if info.st_mtime_ns >= recent:
+                    return None
+                digest.update(f"{path}\0{link.st_ino}\0{link.st_ctime_ns}\0{info.st_dev}\0"
+                              f"{info.st_ino}\0{info.st_size}\0{info.st_mtime_ns}\0"
+                              f"{info.st_ctime_ns}\0".encode())
+        return digest.hexdigest()
 
     def _single_phase(self, read: list[tuple[Path, str, str, bytes]],
                       results: dict[str, FileResult], total: int) -> None:
@@ -395,6 +444,7 @@ class Engine:
                     results: dict[str, FileResult], total: int) -> None:
         from reviewbot.analysis.project import (IndexCache, Linker, ModuleEntry, ProjectIndex,
                                                 digest_of, module_name, project_key)
+        from reviewbot.analysis.project import facts_digest as _facts_digest
 
         root = self.project_root
         assert root is not None
@@ -410,11 +460,14 @@ class Engine:
         checked: set[Path] = set()
         summary_jobs: list[tuple[str, FileJob]] = []
         only: dict[str, ModuleEntry] = {}  # by path from the root: files needing a summary
+        hashes: dict[str, str] = {}  # shown -> its content key (the bytes hashed once)
         for path, shown, rel, data in read:
             checked.add(path)
-            entry = self._entry(path, root, data, tops, index_cache, digest_of, module_name,
+            digest = digest_of(data)
+            hashes[shown] = shown + "\0" + digest
+            entry = self._entry(path, root, digest, tops, index_cache, module_name,
                                 ModuleEntry)
-            key = content_key(shown, data) + FILE_RULES_KEY
+            key = hashes[shown] + FILE_RULES_KEY
             cached = self.cache.get(key) if self.cache else None
             needs_summary = entry is not None and entry.summary is _MISSING
             if cached is not None:
@@ -439,7 +492,7 @@ class Engine:
                 data = read_bytes(str(path), self.config.max_file_size)
             except UnreadableSource:
                 continue
-            entry = self._entry(path, root, data, tops, index_cache, digest_of, module_name,
+            entry = self._entry(path, root, digest_of(data), tops, index_cache, module_name,
                                 ModuleEntry)
             if entry is None:
                 continue
@@ -454,7 +507,8 @@ class Engine:
             entry = entries.get(result.path) if key else only.get(result.path)
             if entry is not None and entry.summary is _MISSING:
                 entry.summary = result.summary
-                index_cache.put(entry.digest + ":" + entry.name, result.summary)
+                entry.link_key = index_cache.put(entry.digest + ":" + entry.name,
+                                                 result.summary)
             result.summary = None
             if key:
                 first[result.path] = result
@@ -466,34 +520,68 @@ class Engine:
             index.add(entry)
         second: dict[str, FileResult] = {}
         todo = []
+        # Which checked files the project rules can report in: on their own words
+        # ("own"), or only where the link finds hot functions ("linked"); the rest are
+        # done after phase 1.
+        gates: list[tuple[Path, str, str, bytes, Any, bool]] = []
+        for path, shown, rel, data in read:
+            gate = first[shown].gate if shown in first else None
+            own, linked = gate if gate is not None else (True, True)
+            if own or linked:
+                gates.append((path, shown, rel, data, entries.get(shown), own))
         key_of_project = project_key(index, self.packs)
         recorded = index_cache.links(key_of_project) if project_rules and self.cache else None
         if recorded is not None:  # nothing the link reads changed: its results may be reused
-            for path, shown, rel, data in read:
-                entry = entries.get(shown)
+            again: list[tuple[str, FileJob]] = []  # edited files, checked with stored facts
+            stored: dict[str, Any] | None = None
+            for path, shown, rel, data, entry, own in gates:
                 digest = recorded.get(entry.rel) if entry is not None else ""
-                cached = None if digest is None else self.cache.get(
-                    content_key(shown, data) + PROJECT_RULES_KEY + digest)
-                if cached is None:
+                if digest == _NOT_HOT and not own:
+                    continue
+                key = hashes[shown] + PROJECT_RULES_KEY + (digest or "")
+                cached = None if digest is None or digest == _NOT_HOT else self.cache.get(key)
+                if cached is not None:
+                    second[shown] = cached
+                    continue
+                if stored is None and entry is not None and digest:
+                    stored = index_cache.link_facts(key_of_project) or {}
+                known = stored.get(entry.rel) if stored and entry is not None else None
+                if not (isinstance(known, list) and len(known) == 2
+                        and isinstance(known[0], dict) and isinstance(known[1], dict)
+                        and _facts_digest(known[0], known[1]) == digest):
                     second.clear()
+                    again.clear()
                     break
-                second[shown] = cached
+                again.append((key, FileJob(shown, rel, data, PROJECT_RULES,
+                                           linked_hot=known[0] or None,
+                                           linked_devices=known[1])))
             else:
-                project_rules = False  # every checked file's result is cached: no link
+                project_rules = False  # every checked file's result is known: no link
+                for key, result in self._check(again, 0, 0, count=lambda job: False):
+                    second[result.path] = result
+                    self.cache.put(key, result)
+                    if result.path in cached_first:
+                        cached_first.discard(result.path)
+                        self._cached -= 1
         facts = None
         if project_rules:
             facts = Linker(index, self.packs).link()
             self.linked = facts
             second.clear()
         if project_rules and facts is not None:
-            digests = {}
-            for path, shown, rel, data in read:
-                entry = entries.get(shown)
+            digests, known_facts = {}, {}
+            for path, shown, rel, data, entry, own in gates:
                 hot = facts.for_file(entry.rel) if entry is not None else {}
-                digest = facts.digest(entry.rel) if entry is not None else ""
+                if not own and not hot:
+                    if entry is not None:
+                        digests[entry.rel] = _NOT_HOT
+                    continue
+                devices = facts.devices_for(entry.rel) if entry is not None else None
+                digest = facts.digest(entry.rel, devices) if entry is not None else ""
                 if entry is not None:
                     digests[entry.rel] = digest
-                key = content_key(shown, data) + PROJECT_RULES_KEY + digest
+                    known_facts[entry.rel] = [hot, devices]
+                key = hashes[shown] + PROJECT_RULES_KEY + digest
                 cached = self.cache.get(key) if self.cache else None
                 if cached is not None:
                     second[shown] = cached
@@ -501,7 +589,6 @@ class Engine:
                     if shown in cached_first:
                         cached_first.discard(shown)
                         self._cached -= 1  # the file is checked again after all
-                    devices = facts.devices_for(entry.rel) if entry is not None else None
                     todo.append((key, FileJob(shown, rel, data, PROJECT_RULES,
                                               linked_hot=hot or None, linked_devices=devices)))
             for key, result in self._check(todo, 0, 0, count=lambda job: False):
@@ -509,6 +596,7 @@ class Engine:
                 if self.cache:
                     self.cache.put(key, result)
             index_cache.set_links(key_of_project, digests)
+            index_cache.set_link_facts(key_of_project, known_facts)
         index_cache.save()
         for shown, result in first.items():
             extra = second.get(shown)
@@ -519,19 +607,18 @@ class Engine:
             results[shown] = merged
 
     @staticmethod
-    def _entry(path: Path, root: Path, data: bytes, tops: dict[Path, Path], index_cache: Any,
-               digest_of: Any, module_name: Any, entry_type: Any) -> Any:
+    def _entry(path: Path, root: Path, digest: str, tops: dict[Path, Path], index_cache: Any,
+               module_name: Any, entry_type: Any) -> Any:
         try:
             rel = path.relative_to(root).as_posix()
         except ValueError:
             return None  # outside the project: not indexed
-        digest = digest_of(data)
         name = module_name(path, tops, root)
         key = digest + ":" + name
         summary = index_cache.get(key)
         if summary is None and key not in index_cache.used:
             summary = _MISSING
-        return entry_type(name, rel, digest, summary)
+        return entry_type(name, rel, digest, summary, index_cache.link_key(key))
 
     def _report_progress(self, done: int, total: int) -> None:
         if self.progress and total:

@@ -191,3 +191,65 @@ def test_cache_is_invalidated_when_reviewbot_changes(tmp_path, monkeypatch):
     assert ResultCache(tmp_path / "c", "cfg").get("k") == result
     monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "edited")
     assert ResultCache(tmp_path / "c", "cfg").get("k") is None
+
+
+def _age(*paths: Path, seconds: int = 60) -> None:
+    """Give files a modification time in the past (the run memo skips fresh edits)."""
+    for path in paths:
+        info = path.stat()
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns - seconds * 1_000_000_000))
+
+
+def _memo_engine(tmp_path: Path) -> tuple[Engine, ResultCache]:
+    config = build_config({}, None, "", tmp_path, Overrides())
+    packs = load_packs(config.rule_packs, tmp_path, None)
+    cache = ResultCache(tmp_path / "cache", config.fingerprint() + repr(packs))
+    return Engine(config, packs, jobs=1, cache=cache), cache
+
+
+def test_an_unchanged_run_is_answered_by_the_memo_without_reading_a_file(tmp_path,
+                                                                          monkeypatch):
+    from reviewbot import engine as engine_module
+
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    pass\n")
+    _age(src)
+    engine, _ = _memo_engine(tmp_path)
+    first = engine.run([src], RunContext("."), tmp_path)
+    assert [f.code for f in first.findings] == ["RB301"]
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("a file was read")
+
+    monkeypatch.setattr(engine_module, "read_bytes", no_reading)
+    engine, cache = _memo_engine(tmp_path)
+    second = engine.run([src], RunContext("."), tmp_path)
+    assert second.findings == first.findings and second.cached == 1
+    assert cache._entries is None  # the per-file results were never loaded
+    monkeypatch.undo()
+
+    # An edit changes the file's size or times: the files are read and checked again.
+    src.write_text('def f():\n    """Now documented."""\n')
+    _age(src, seconds=30)
+    engine, _ = _memo_engine(tmp_path)
+    assert engine.run([src], RunContext("."), tmp_path).findings == []
+
+
+def test_the_memo_is_not_written_for_fresh_edits_nor_believed_when_forged(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    pass\n")
+    engine, cache = _memo_engine(tmp_path)
+    engine.run([src], RunContext("."), tmp_path)
+    assert not cache._memo_file().exists()  # edited within the clock's tick: racy
+    _age(src)
+    engine, cache = _memo_engine(tmp_path)
+    engine.run([src], RunContext("."), tmp_path)
+    memo = cache._memo_file()
+    assert memo.exists()
+    # Someone without the key rewrites the memo to hide the finding: it is not believed.
+    header, _, body = memo.read_bytes().partition(b"\n")
+    forged = body.replace(b'"RB301"', b'"RB999"')
+    assert forged != body
+    memo.write_bytes(header + b"\n" + forged)
+    engine, _ = _memo_engine(tmp_path)
+    assert [f.code for f in engine.run([src], RunContext("."), tmp_path).findings] == ["RB301"]

@@ -71,6 +71,34 @@ def test_editing_the_caller_changes_the_findings_of_the_callee(tmp_path, run_cli
     assert len(sync_findings(run_cli, root)) == 1
 
 
+def test_an_edit_the_link_cannot_see_reuses_the_recorded_facts(tmp_path, run_cli,
+                                                                 monkeypatch):
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    assert len(sync_findings(run_cli, root)) == 1  # links, and records the facts
+    # A comment and a new line above the helper: its line moves, the summary the link
+    # reads does not change. The file is checked again with the recorded facts; no link.
+    monkeypatch.setattr(Linker, "link", lambda self: pytest.fail("linked again"))
+    (root / "engine/ops.py").write_text("# the penalties\n\n" + textwrap.dedent(OPS),
+                                        encoding="utf-8")
+    found = sync_findings(run_cli, root)
+    assert [(f["path"], f["line"]) for f in found] == [("engine/ops.py", 7)]
+    assert "ModelRunner.execute_model -> apply_penalties (engine/ops.py)" in found[0]["message"]
+    # Recorded facts that do not match their digest (damaged, or written by an older
+    # run) are not used: the project is linked again.
+    monkeypatch.undo()
+    facts = next((root / ".reviewbot_cache").glob("links-*.json"))
+    facts.write_bytes(facts.read_bytes().replace(b"execute_model", b"execute_modex"))
+    (root / "engine/ops.py").write_text(textwrap.dedent(OPS), encoding="utf-8")
+    found = sync_findings(run_cli, root)
+    assert [(f["path"], f["line"]) for f in found] == [("engine/ops.py", 5)]
+    assert "execute_modex" not in found[0]["message"]
+    # An edit the link does see (the caller no longer calls the helper) links again.
+    (root / "engine/runner.py").write_text(textwrap.dedent(RUNNER).replace(
+        "return apply_penalties(self.buf)", "return self.buf"), encoding="utf-8")
+    assert sync_findings(run_cli, root) == []
+
+
 def test_attributes_inheritance_and_interfaces_carry_hotness(tmp_path, run_cli):
     root = write_project(tmp_path, {
         "eng/__init__.py": "",

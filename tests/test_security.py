@@ -88,10 +88,11 @@ def test_the_cache_is_versioned_signed_json(tmp_path, run_cli):
     (file,) = (root / ".reviewbot_cache").glob("results-*.json")
     header, body = file.read_bytes().split(b"\n", 1)
     meta = json.loads(header)
-    assert meta["format"] == "reviewbot-cache" and meta["version"] == 2
+    assert meta["format"] == "reviewbot-cache" and meta["version"] == 3
     entries = json.loads(body)
-    # One entry per phase of the run (the file rules, the rules on project facts).
-    assert len(entries) == 2
+    # One entry: the file rules (the project rules cannot report in a file without torch,
+    # so its second phase is never asked for).
+    assert len(entries) == 1
     # Any change to the data (say, a finding removed) breaks the signature: not believed.
     (key,) = [k for k in entries if k.endswith("|file-rules")]
     entries[key]["findings"] = []
@@ -110,9 +111,10 @@ def test_a_signed_entry_of_the_wrong_shape_is_ignored(tmp_path):
                 {"path": "m.py", "facts": {}, "findings": [
                     {"code": "X", "name": "n", "message": "m", "path": "m.py",
                      "span": [1, 1, 1, "1"], "severity": "error", "fix": None,
-                     "details": []}]}):
+                     "details": []}]},
+                {"path": "m.py", "findings": [], "facts": {}, "gate": ["yes", 1]}):
         forged = ResultCache(tmp_path / "c", "cfg")
-        forged.entries = {}
+        forged._entries = {}
         forged.used = {"k": bad}
         forged.save()
         assert ResultCache(tmp_path / "c", "cfg").get("k") is None

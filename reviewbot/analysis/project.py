@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import guard_of
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 7
+SUMMARY_VERSION = 8
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -529,6 +529,10 @@ class ModuleEntry:
     rel: str  # path relative to the project root (POSIX)
     digest: str
     summary: dict[str, Any] | None
+    # A hash of what the link reads of the summary (all of it but line numbers): an edit
+    # that leaves it as it was (a comment, a docstring, a changed constant) links the same
+    # project. Empty: not known, so the content digest stands for it.
+    link_key: str = ""
 
 
 @dataclass
@@ -546,6 +550,20 @@ class ProjectIndex:
         self.by_rel[entry.rel] = entry
 
 
+def link_key(summary: Any) -> str:
+    """The hash of a summary without its line numbers (see ``ModuleEntry.link_key``)."""
+    if not isinstance(summary, dict):
+        return "unparsed"
+    plain = dict(summary)
+    for part in ("classes", "functions"):
+        if isinstance(plain.get(part), dict):
+            plain[part] = {name: {k: v for k, v in info.items() if k != "line"}
+                           if isinstance(info, dict) else info
+                           for name, info in plain[part].items()}
+    text = json.dumps(plain, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
 def digest_of(data: bytes) -> str:
     """The content hash a summary is cached under."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()
@@ -560,13 +578,27 @@ class IndexCache:
         from reviewbot.cache import _is_link, signing_key
 
         self.file = None if folder is None else folder / f"index-v{SUMMARY_VERSION}.json"
-        self.entries: dict[str, Any] = {}
+        self._entries: dict[str, Any] | None = None
         self.used: dict[str, Any] = {}
         self.dirty = False
+        self._facts: dict[str, Any] | None = None
         self.key = signing_key() if folder is not None else None
         if self.file is None or self.key is None or _is_link(folder):
             self.file = None
-            return
+
+    @property
+    def entries(self) -> dict[str, Any]:
+        """The stored summaries, read on first use (a run the memo answers never reads them)."""
+        if self._entries is None:
+            self._entries = {}
+            if self.file is not None:
+                self._load()
+        return self._entries
+
+    def _load(self) -> None:
+        from reviewbot.cache import _is_link
+
+        assert self.file is not None
         try:
             if _is_link(self.file):
                 return
@@ -579,9 +611,9 @@ class IndexCache:
                     hmac.compare_digest(meta["mac"], self._mac(body)):
                 data = json.loads(body)
                 if isinstance(data, dict):
-                    self.entries = data
+                    self._entries = data
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-            self.entries = {}
+            self._entries = {}
 
     def _mac(self, body: bytes) -> str:
         assert self.key is not None
@@ -596,10 +628,56 @@ class IndexCache:
             return value["s"]
         return None
 
-    def put(self, key: str, summary: Any) -> None:
-        """Remember a fresh summary."""
-        self.used[key] = {"s": summary}
+    def put(self, key: str, summary: Any) -> str:
+        """Remember a fresh summary; returns its link key."""
+        linked = link_key(summary)
+        self.used[key] = {"s": summary, "k": linked}
         self.dirty = True
+        return linked
+
+    def link_key(self, key: str) -> str:
+        """The link key stored with a summary that ``get`` returned ("" if none is)."""
+        value = self.used.get(key)
+        linked = value.get("k") if isinstance(value, dict) else None
+        return linked if isinstance(linked, str) and len(linked) == 32 else ""
+
+    def link_facts(self, project_key: str) -> dict[str, Any] | None:
+        """The linked facts (hot functions and devices) each checked file read, as the last
+        run that linked this very project recorded them: a file edited without changing
+        what the link reads is checked again with them, and no link is needed."""
+        data = self._read_side(self._facts_file())
+        if isinstance(data, dict) and data.get("project") == project_key and \
+                isinstance(data.get("files"), dict):
+            return data["files"]
+        return None
+
+    def set_link_facts(self, project_key: str, files: dict[str, Any]) -> None:
+        """Record the linked facts of this run's checked files (written by ``save``)."""
+        self._facts = {"project": project_key, "files": files}
+
+    def _facts_file(self) -> Path | None:
+        return None if self.file is None else self.file.with_name(
+            f"links-v{SUMMARY_VERSION}.json")
+
+    def _read_side(self, target: Path | None) -> Any:
+        from reviewbot.cache import _is_link
+
+        if target is None:
+            return None
+        try:
+            if _is_link(target):
+                return None
+            with open(target, "rb") as handle:
+                raw = handle.read(MAX_INDEX_BYTES + 1)
+            header, _, body = raw.partition(b"\n")
+            meta = json.loads(header) if len(raw) <= MAX_INDEX_BYTES else None
+            if isinstance(meta, dict) and meta.get("version") == SUMMARY_VERSION and \
+                    isinstance(meta.get("mac"), str) and \
+                    hmac.compare_digest(meta["mac"], self._mac(b"links\0" + body)):
+                return json.loads(body)
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            pass
+        return None
 
     def links(self, project_key: str) -> dict[str, str] | None:
         """The digests of the linked facts each checked file read, when the last run that
@@ -620,17 +698,29 @@ class IndexCache:
         """Write the summaries this run used, atomically (unless nothing changed)."""
         from reviewbot.cache import _ensure_gitignore, _is_link, _write_atomic
 
-        if self.file is None or not (self.dirty or len(self.used) != len(self.entries)):
+        if self.file is None:
             return
+        facts, self._facts = self._facts, None
+        if facts is not None:
+            self._write(self._facts_file(), facts, b"links\0")
+        if not (self.dirty or len(self.used) != len(self.entries)):
+            return
+        self._write(self.file, self.used, b"")
+
+    def _write(self, target: Path | None, data: Any, domain: bytes) -> None:
+        from reviewbot.cache import _ensure_gitignore, _is_link, _write_atomic
+
+        assert self.file is not None and target is not None
         folder = self.file.parent
         try:
             folder.mkdir(parents=True, exist_ok=True)
             if _is_link(folder):
                 return
             _ensure_gitignore(folder)
-            body = json.dumps(self.used, separators=(",", ":")).encode()
-            header = json.dumps({"version": SUMMARY_VERSION, "mac": self._mac(body)}).encode()
-            _write_atomic(folder, self.file, header + b"\n" + body)
+            body = json.dumps(data, separators=(",", ":")).encode()
+            header = json.dumps({"version": SUMMARY_VERSION,
+                                 "mac": self._mac(domain + body)}).encode()
+            _write_atomic(folder, target, header + b"\n" + body)
         except OSError:
             pass  # a cache that cannot be written is not an error
 
@@ -644,9 +734,10 @@ def project_key(index: "ProjectIndex", packs: PackData) -> str:
     digest.update(f"{SUMMARY_VERSION}\0{packs!r}".encode())
     for name in sorted(index.modules):
         entry = index.modules[name]
-        digest.update(f"\0{name}\0{entry.rel}\0{entry.digest}".encode())
+        digest.update(f"\0{name}\0{entry.rel}\0{entry.link_key or entry.digest}".encode())
     for rel in sorted(index.by_rel):
-        digest.update(f"\0{rel}\0{index.by_rel[rel].digest}".encode())
+        other = index.by_rel[rel]
+        digest.update(f"\0{rel}\0{other.link_key or other.digest}".encode())
     return digest.hexdigest()
 
 
@@ -710,12 +801,16 @@ class HotFacts:
             out["kept_on_cpu"] = sorted(self.kept_on_cpu)
         return out
 
-    def digest(self, rel: str) -> str:
+    def digest(self, rel: str, devices: dict[str, Any] | None = None) -> str:
         """What the file's checked result depends on, beyond its own text."""
-        facts = self.hot.get(rel) or {}
-        text = json.dumps([sorted(facts.items()), self.devices_for(rel)], separators=(",", ":"),
-                          sort_keys=True)
-        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        return facts_digest(self.hot.get(rel) or {},
+                            self.devices_for(rel) if devices is None else devices)
+
+
+def facts_digest(hot: dict[str, Any], devices: dict[str, Any]) -> str:
+    """The digest of the linked facts one file reads (its hot functions and devices)."""
+    text = json.dumps([sorted(hot.items()), devices], separators=(",", ":"), sort_keys=True)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 class Linker:
@@ -1095,6 +1190,7 @@ def build_index(root: Path, files: Iterable[Path], cache: IndexCache,
         cached = cache.get(digest + ":" + name)
         if cached is not None or (digest + ":" + name) in cache.used:
             entry.summary = cached
+            entry.link_key = cache.link_key(digest + ":" + name)
         else:
             try:
                 text = decode(data).text
@@ -1108,6 +1204,6 @@ def build_index(root: Path, files: Iterable[Path], cache: IndexCache,
         results = summarise_many(jobs) if summarise_many else [summarise(*job) for job in jobs]
         for (entry, _, _), summary in zip(todo, results):
             entry.summary = summary
-            cache.put(entry.digest + ":" + entry.name, summary)
+            entry.link_key = cache.put(entry.digest + ":" + entry.name, summary)
         index.summarised = len(todo)
     return index
