@@ -549,6 +549,61 @@ def guard_of(test: ast.expr) -> tuple[bool, bool]:
     return _guard_atom(test), False
 
 
+_MEMO_DECORATORS = frozenset({"lru_cache", "cache"})
+
+
+def memoised(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@functools.lru_cache`` / ``@functools.cache``: the body runs once per distinct
+    arguments (a shape, a device), not once per step."""
+    for deco in node.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name in _MEMO_DECORATORS:
+            return True
+    return False
+
+
+def optional_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The parameters of a function that default to None."""
+    spec = func.args
+    positional = [*spec.posonlyargs, *spec.args]
+    names = {a.arg for a, d in zip(positional[len(positional) - len(spec.defaults):],
+                                   spec.defaults)
+             if isinstance(d, ast.Constant) and d.value is None}
+    names.update(a.arg for a, d in zip(spec.kwonlyargs, spec.kw_defaults)
+                 if isinstance(d, ast.Constant) and d.value is None)
+    return frozenset(names)
+
+
+def _fallback_guard(node: ast.If, optional: frozenset[str]) -> tuple[bool, bool]:
+    """``if x is None: x = ...`` (and ``if x is not None: ... else: x = ...``) for a
+    parameter ``x=None``: the block computes the value only when a caller did not pass it;
+    the callers on the usual path do. (The block, the ``else``.) A field of another object
+    filled this way (``batch.x_cpu``) is not: that object may be new every step."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+            and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None
+            and isinstance(test.left, ast.Name) and test.left.id in optional):
+        return False, False
+    target = test.left.id
+    branch = node.body if isinstance(test.ops[0], ast.Is) else node.orelse
+
+    def assigns(stmts: list[ast.stmt]) -> bool:
+        for stmt in stmts:
+            for sub in ast.walk(stmt):
+                targets = sub.targets if isinstance(sub, ast.Assign) else \
+                    [sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else []
+                if any(_dotted_text(t) == target for t in targets):
+                    return True
+        return False
+
+    if not branch or not assigns(branch):
+        return False, False
+    return (True, False) if isinstance(test.ops[0], ast.Is) else (False, True)
+
+
 def _once_guard(node: ast.If) -> bool:
     """``if self.x is None: ... self.x = ...``: the block fills a cache once."""
     test = node.test
@@ -628,6 +683,17 @@ def _returns_early_unless_guarded(stmt: ast.stmt) -> bool:
 
 _HOST_WORDS = frozenset({"cpu", "np", "numpy", "host", "pinned", "list", "lst"})
 _NAME_PARTS = re.compile(r"[._]+")
+
+
+_FLAG_PREFIXES = ("is_", "has_", "use_", "uses_", "skip_", "enable_", "enabled_", "disable_",
+                  "should_", "need_", "needs_", "can_", "allow_", "do_", "with_")
+
+
+def flag_named(name: str) -> bool:
+    """Whether an attribute's name says it holds a Python flag (``is_*``, ``skip_*``,
+    ``needs_*``..., with or without leading underscores): set on an object, not a tensor's
+    data."""
+    return name.lstrip("_").lower().startswith(_FLAG_PREFIXES)
 
 
 def host_named(name: str) -> bool:
@@ -874,8 +940,8 @@ class ModuleAnalyzer:
 
     # Hot paths ----------------------------------------------------------------------
     def is_startup(self, func: FunctionInfo) -> bool:
-        """Whether ``func`` is start-up code (never hot)."""
-        return _matches(func.qualname, self.packs.startup_functions)
+        """Whether ``func`` is start-up code, or memoised (never hot)."""
+        return _matches(func.qualname, self.packs.startup_functions) or memoised(func.node)
 
     def is_entry(self, func: FunctionInfo) -> bool:
         """Whether ``func`` is a per-step entry point."""
@@ -1158,6 +1224,8 @@ class FunctionWalker:
         self.m = module
         self.func = func
         self.report = report
+        self.optional = optional_parameters(func.node) if isinstance(
+            func.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else frozenset()
         self.env: dict[str, Label] = {}
         self.sites: list[Site] = []
         self.returns: list[Label] = []
@@ -1329,6 +1397,9 @@ class FunctionWalker:
                 self.returns.append(self.label(node.value))
         elif isinstance(node, ast.If):
             quiet = guard_of(node.test)
+            fallback = _fallback_guard(node, self.optional)
+            if any(fallback):
+                quiet = (quiet[0] or fallback[0], quiet[1] or fallback[1])
             if not quiet[0]:
                 self.condition(node.test)
             once = self._clears_own_guard(node) or _once_guard(node)
@@ -1365,6 +1436,10 @@ class FunctionWalker:
             self.condition(node.test)
             for name in _host_narrowing(node.test)[0]:  # assert x.device.type == "cpu"
                 self.env[name] = Label(CPU, f"`{name}` is asserted not to be a CUDA tensor")
+                # `device = x.device` read before the assert names the same, CPU, device.
+                for other, label in list(self.env.items()):
+                    if label.kind == DEV_CUDA and label.why == f"the device of {name}":
+                        self.env[other] = Label(DEV_CPU, label.why)
         elif isinstance(node, ast.Expr):
             if self.report:  # an expression statement binds nothing
                 self.label(node.value)
@@ -1558,6 +1633,8 @@ class FunctionWalker:
             if base.kind == CPU:
                 return Label(DEV_CPU, f"the device of {_short(base_node)}")
             return UNKNOWN_L
+        if base.kind == CUDA and flag_named(node.attr) and node.attr not in SAME_ATTRIBUTES:
+            return VALUE_L  # `t._needs_fusion`, `layer.skip_bias_add`: a Python flag
         if base.kind in (CUDA, CPU) and (node.attr in SAME_ATTRIBUTES or base.kind == CUDA):
             return base
         if base.kind == MODULE:

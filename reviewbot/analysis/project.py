@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from reviewbot.analysis.gpu import guard_of
+from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
 SUMMARY_VERSION = 8
@@ -334,10 +334,13 @@ class _Summariser:
                         flags[number - first] = value
 
         stack: list[ast.stmt] = list(node.body)
+        optional = optional_parameters(node)
         while stack:
             stmt = stack.pop()
             if isinstance(stmt, ast.If):
                 quiet_body, quiet_else = guard_of(stmt.test)
+                fallback = _fallback_guard(stmt, optional)
+                quiet_body, quiet_else = quiet_body or fallback[0], quiet_else or fallback[1]
                 if quiet_body:
                     mark(stmt.body, 2)
                 if quiet_else:
@@ -378,6 +381,9 @@ class _Summariser:
                 if flag == 1 and ref not in loop_calls:
                     loop_calls.append(ref)
         out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
+        if node.decorator_list:
+            if memoised(node):
+                out["memo"] = True  # runs once per distinct arguments: never hot
         returns = self.value_kind(node.returns)
         if returns:
             out["returns"] = returns
@@ -454,10 +460,18 @@ OTHER_PLATFORM_PARTS = frozenset({"npu", "xpu", "hpu", "tpu", "mlx", "mps", "roc
 def other_platform_path(rel: str) -> bool:
     """Whether a file's path names another accelerator: a folder or file name that is one
     (``hardware_backend/npu/``, ``tpu_model_runner.py`` by its first part), not a word
-    inside a name (``hipflash.py`` is not)."""
+    inside a name (``hipflash.py`` is not); or a CPU-backend or test folder."""
     parts = rel.removesuffix(".py").split("/")
+    if any(part in OFF_PATH_FOLDERS for part in parts[:-1]) or \
+            parts[-1].startswith("test_") or parts[-1] == "conftest":
+        return True  # the CPU backend's own folder (`ops/cpu/`), or tests
     return any(part in OTHER_PLATFORM_PARTS or part.split("_", 1)[0] in OTHER_PLATFORM_PARTS
                for part in parts)
+
+
+# Folders of code that never runs in a CUDA engine's serving steps: the CPU backend's own
+# implementations, and tests (a test's model `forward` is not the engine's).
+OFF_PATH_FOLDERS = frozenset({"cpu", "test", "tests", "testing"})
 
 
 # The project a run indexes --------------------------------------------------------------
@@ -1083,7 +1097,9 @@ class Linker:
 
     # Hot paths ----------------------------------------------------------------------
     def is_startup(self, qual: str) -> bool:
-        local = self.functions[qual][1]
+        entry, local = self.functions[qual]
+        if entry.summary["functions"][local].get("memo"):
+            return True
         return self.matches(local, self.packs.startup_functions)
 
     def is_entry(self, qual: str) -> str | None:
