@@ -18,6 +18,9 @@ from reviewbot.errors import ReviewbotError
 from reviewbot.textsafe import line_start, printable
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# `check --output-format` (reviewbot.reporters.FORMATS has a writer for each).
+OUTPUT_FORMATS = ("text", "concise", "full", "json", "json-lines", "sarif", "github",
+                  "rdjson", "gitlab", "junit", "pylint")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Check Python files and report findings.")
     check.add_argument("paths", nargs="*", default=[], metavar="PATH",
                        help="files or folders to check (default: .)")
-    check.add_argument("--output-format", choices=("text", "json", "sarif", "github"),
-                       default="text", help="how findings are written (default: text)")
+    check.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text",
+                       metavar="FORMAT", help="how findings are written: "
+                       f"{', '.join(OUTPUT_FORMATS)} (default: text)")
     check.add_argument("--output-file", "-o", metavar="FILE",
                        help="write the report to FILE instead of standard output")
     _add_run_options(check)
@@ -352,7 +356,8 @@ def _prepare(args: argparse.Namespace) -> _Run:
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot check``."""
     from reviewbot.context import RunContext
-    from reviewbot.reporters import FORMATS
+    from reviewbot.reporters import write_report
+    from reviewbot.reporters.sources import Sources, repository_root
 
     prepared = _prepare(args)
     config, packs, files, paths, cwd = (prepared.config, prepared.packs, prepared.files,
@@ -368,6 +373,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         progress.close()
 
+    sources = Sources(cwd, prepared.roots, repository_root(prepared.roots[0] if prepared.roots
+                                                           else cwd), config.max_file_size)
     if args.since:
         from reviewbot.github.diff import from_git
 
@@ -383,8 +390,8 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             table_out = target if args.output_format == "text" else err
             coverage.write(result.facts.get("RB301", {}),
                            float(config.settings["RB301"]["threshold"]), table_out)
-        FORMATS[args.output_format](result.findings, target,
-                                    handle is None and _use_color(args.color, out))
+        write_report(args.output_format, result.findings, target,
+                     handle is None and _use_color(args.color, out), source=sources)
     finally:
         if handle is not None:
             handle.close()
