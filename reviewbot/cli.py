@@ -90,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--since", metavar="REF",
                        help="report only findings on lines changed since REF (git diff REF), "
                             "e.g. origin/main before a push")
+    check.add_argument("--statistics", action="store_true",
+                       help="print how many findings each rule has instead of the findings")
+    check.add_argument("--quiet", "-q", action="store_true",
+                       help="print the findings only: no summary line, no notes")
 
     fix = sub.add_parser("fix", help="show the fixes as a diff, or apply them",
                          description="Print a unified diff of every fix (exit 1 when there "
@@ -356,7 +360,7 @@ def _prepare(args: argparse.Namespace) -> _Run:
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot check``."""
     from reviewbot.context import RunContext
-    from reviewbot.reporters import write_report
+    from reviewbot.reporters import statistics, write_report
     from reviewbot.reporters.sources import Sources, repository_root
 
     prepared = _prepare(args)
@@ -390,8 +394,13 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             table_out = target if args.output_format == "text" else err
             coverage.write(result.facts.get("RB301", {}),
                            float(config.settings["RB301"]["threshold"]), table_out)
-        write_report(args.output_format, result.findings, target,
-                     handle is None and _use_color(args.color, out), source=sources)
+        color = handle is None and _use_color(args.color, out)
+        if args.statistics:
+            statistics.write(result.findings, target, color, args.output_format,
+                             not args.quiet)
+        else:
+            write_report(args.output_format, result.findings, target, color,
+                         not args.quiet, sources)
     finally:
         if handle is not None:
             handle.close()
