@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print how many findings each rule has instead of the findings")
     check.add_argument("--quiet", "-q", action="store_true",
                        help="print the findings only: no summary line, no notes")
+    known = check.add_mutually_exclusive_group()
+    known.add_argument("--baseline", metavar="FILE",
+                       help="report only findings that the baseline FILE does not record")
+    known.add_argument("--write-baseline", metavar="FILE",
+                       help="record today's findings in FILE (a baseline) and exit 0")
 
     fix = sub.add_parser("fix", help="show the fixes as a diff, or apply them",
                          description="Print a unified diff of every fix (exit 1 when there "
@@ -370,6 +375,9 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return explain_hot_paths(files, packs, cwd, out, prepared.roots,
                                  config.max_file_size, prepared)
 
+    from reviewbot import baseline
+
+    known = baseline.read(args.baseline) if args.baseline else None
     progress = _Progress(err)
     engine = prepared.engine(args.jobs, progress)
     try:
@@ -379,6 +387,12 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     sources = Sources(cwd, prepared.roots, repository_root(prepared.roots[0] if prepared.roots
                                                            else cwd), config.max_file_size)
+    if args.write_baseline:
+        baseline.record_run(args.write_baseline, result.findings, sources, err, args.quiet)
+        return EXIT_CLEAN
+    if known is not None:
+        result.findings = baseline.filter_run(known, result.findings, sources, paths, err,
+                                              args.quiet)
     if args.since:
         from reviewbot.github.diff import from_git
 
