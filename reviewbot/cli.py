@@ -138,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "pull request's head checkout, or from its base commit through "
                              "the API, so that the pull request cannot change its own review "
                              "(default: head)")
+    review.add_argument("--baseline", metavar="FILE",
+                        help="leave out the findings this baseline (reviewbot check "
+                             "--write-baseline) records; read from the base commit with "
+                             "--config-from base")
 
     verify = sub.add_parser(
         "verify", help="prove fixed readbacks return the same and stop stalling (GPU)",
@@ -521,7 +525,7 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
 
     settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
                         args.docstring_threshold, tuple(args.paths), args.config,
-                        args.config_from)
+                        args.config_from, args.baseline)
     return run_review(settings, out, err)
 
 
