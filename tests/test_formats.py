@@ -195,6 +195,20 @@ def test_full_sanitises_the_source_line_and_keeps_the_caret_under_the_code(proje
     assert carets == "  |" + " " * (before - 3 + wide) + "^" * 10 + " RB101"
 
 
+def test_full_cuts_a_long_line_around_the_columns(project):
+    code = "x = [" + "日, " * 150 + "y.tolist()" + ", 0" * 200 + "]"
+    (project / "pkg" / "long.py").write_text(code + "\n", encoding="utf-8")
+    start = code.index("y.tolist()")
+    finding = Finding("RB101", "n", "m", "pkg/long.py", 1, start + 1, 1, start + 11)
+    shown, carets = render("full", [finding], summary=False).splitlines()[2:4]
+    assert shown.startswith("1 | ...") and shown.endswith("...")
+    assert len(shown) < 220
+    # The carets sit under "y.tolist()" as shown: CJK characters take two columns.
+    before = shown.index("y.tolist()")
+    wide = shown[:before].count("日")
+    assert carets == "  |" + " " * (before - 3 + wide) + "^" * 10 + " RB101"
+
+
 def test_full_without_the_file_shows_the_finding_alone(tmp_path):
     text = render("full", [Finding("RB003", "unreadable-file", "Skipped", "gone.py", 1, 1,
                                    1, 1, "error")], tmp_path)

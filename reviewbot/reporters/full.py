@@ -57,16 +57,29 @@ def _cells(line: str) -> list[tuple[str, int]]:
     return cells
 
 
-def render(line: str, start: int, end: int) -> tuple[str, int, int]:
+def render(line: str, start: int = 0, end: int = 0) -> tuple[str, int, int]:
     """``line`` as shown, and the shown columns (0-based, end exclusive) of its characters
-    ``start`` to ``end`` (0-based, end exclusive)."""
+    ``start`` to ``end`` (0-based, end exclusive). A line wider than MAX_WIDTH columns is
+    cut to that many around them, ``...`` marking what was cut."""
     cells = _cells(line)
     offsets = [0]
     for _, width in cells:
         offsets.append(offsets[-1] + width)
     start = min(max(start, 0), len(cells))
     end = min(max(end, start), len(cells))
-    return "".join(shown for shown, _ in cells), offsets[start], offsets[end]
+    first, last = offsets[start], offsets[end]
+    if offsets[-1] <= MAX_WIDTH:
+        return "".join(shown for shown, _ in cells), first, last
+    begin = max(0, min(first - 20, offsets[-1] - MAX_WIDTH))
+    kept = [i for i in range(len(cells))
+            if offsets[i] >= begin and offsets[i + 1] <= begin + MAX_WIDTH]
+    lead = "..." if kept and kept[0] > 0 else ""
+    tail = "..." if kept and kept[-1] < len(cells) - 1 else ""
+    origin = offsets[kept[0]] if kept else 0
+    shown = lead + "".join(cells[i][0] for i in kept) + tail
+    limit = (offsets[kept[-1] + 1] if kept else 0) - origin
+    return (shown, min(max(first - origin, 0), limit) + len(lead),
+            min(max(last - origin, 0), limit) + len(lead))
 
 
 def _spans(f: Finding, lines: list[str]) -> list[tuple[int, int, int]]:
@@ -82,15 +95,6 @@ def _spans(f: Finding, lines: list[str]) -> list[tuple[int, int, int]]:
             end = max(end, start + 1)  # an empty range: one caret where it starts
         spans.append((number, start, max(end, start)))
     return spans
-
-
-def _cut(shown: str, first: int, last: int) -> tuple[str, int, int]:
-    """A shown line of at most MAX_WIDTH columns around ``first``..``last``."""
-    if len(shown) <= MAX_WIDTH:
-        return shown, first, last
-    begin = max(0, min(first - 20, len(shown) - MAX_WIDTH))
-    part = shown[begin:begin + MAX_WIDTH]
-    return "..." + part + "...", first - begin + 3, min(last - begin, MAX_WIDTH) + 3
 
 
 def snippet(f: Finding, lines: list[str], color: bool) -> tuple[list[str], int]:
@@ -118,21 +122,21 @@ def snippet(f: Finding, lines: list[str], color: bool) -> tuple[list[str], int]:
     labelled = max(i for i, span in enumerate(spans) if span and span[2] > span[1])
     out = [gutter(None)]
     if before is not None:
-        shown, _, _ = _cut(*render(lines[before - 1], 0, 0))
+        shown, _, _ = render(lines[before - 1])
         out.append(f"{gutter(before)} {shown}".rstrip())
     for index, span in enumerate(spans):
         if span is None:
             out.append(paint(_BLUE, f"{'.' * min(width, 3):>{width}} |") + " ...")
             continue
         number, start, end = span
-        shown, first, last = _cut(*render(lines[number - 1], start, end))
+        shown, first, last = render(lines[number - 1], start, end)
         out.append(f"{gutter(number)} {shown}".rstrip())
         if end > start:
             marks = "^" * max(last - first, 1)
             label = f" {printable(f.code)}" if index == labelled else ""
             out.append(f"{gutter(None)} {' ' * first}{paint(caret, marks + label)}")
     if after is not None:
-        shown, _, _ = _cut(*render(lines[after - 1], 0, 0))
+        shown, _, _ = render(lines[after - 1])
         out.append(f"{gutter(after)} {shown}".rstrip())
     out.append(gutter(None))
     return out, width

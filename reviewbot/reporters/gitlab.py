@@ -25,7 +25,7 @@ _SEVERITY = {"error": "major", "warning": "minor"}
 
 def build(findings: Sequence[Finding], source: Sources | None = None) -> list[dict[str, Any]]:
     """The report as a list of issues."""
-    source = source or Sources(Path.cwd())
+    source = source or Sources(Path.cwd(), (Path.cwd().resolve(),))
     seen: Counter[tuple[str, str, str]] = Counter()
     issues = []
     for f in findings:
