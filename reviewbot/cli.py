@@ -18,6 +18,9 @@ from reviewbot.errors import ReviewbotError
 from reviewbot.textsafe import line_start, printable
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# `check --output-format` (reviewbot.reporters.FORMATS has a writer for each).
+OUTPUT_FORMATS = ("text", "concise", "full", "json", "json-lines", "sarif", "github",
+                  "rdjson", "gitlab", "junit", "pylint")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Check Python files and report findings.")
     check.add_argument("paths", nargs="*", default=[], metavar="PATH",
                        help="files or folders to check (default: .)")
-    check.add_argument("--output-format", choices=("text", "json", "sarif", "github"),
-                       default="text", help="how findings are written (default: text)")
+    check.add_argument("--output-format", choices=OUTPUT_FORMATS, default="text",
+                       metavar="FORMAT", help="how findings are written: "
+                       f"{', '.join(OUTPUT_FORMATS)} (default: text)")
     check.add_argument("--output-file", "-o", metavar="FILE",
                        help="write the report to FILE instead of standard output")
     _add_run_options(check)
@@ -86,6 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--since", metavar="REF",
                        help="report only findings on lines changed since REF (git diff REF), "
                             "e.g. origin/main before a push")
+    check.add_argument("--statistics", action="store_true",
+                       help="print how many findings each rule has instead of the findings")
+    check.add_argument("--quiet", "-q", action="store_true",
+                       help="print the findings only: no summary line, no notes")
+    known = check.add_mutually_exclusive_group()
+    known.add_argument("--baseline", metavar="FILE",
+                       help="report only findings that the baseline FILE does not record")
+    known.add_argument("--write-baseline", metavar="FILE",
+                       help="record today's findings in FILE (a baseline) and exit 0")
 
     fix = sub.add_parser("fix", help="show the fixes as a diff, or apply them",
                          description="Print a unified diff of every fix (exit 1 when there "
@@ -125,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "pull request's head checkout, or from its base commit through "
                              "the API, so that the pull request cannot change its own review "
                              "(default: head)")
+    review.add_argument("--baseline", metavar="FILE",
+                        help="leave out the findings this baseline (reviewbot check "
+                             "--write-baseline) records; read from the base commit with "
+                             "--config-from base")
 
     verify = sub.add_parser(
         "verify", help="prove fixed readbacks return the same and stop stalling (GPU)",
@@ -352,7 +369,8 @@ def _prepare(args: argparse.Namespace) -> _Run:
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot check``."""
     from reviewbot.context import RunContext
-    from reviewbot.reporters import FORMATS
+    from reviewbot.reporters import statistics, write_report
+    from reviewbot.reporters.sources import Sources, repository_root
 
     prepared = _prepare(args)
     config, packs, files, paths, cwd = (prepared.config, prepared.packs, prepared.files,
@@ -361,6 +379,9 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return explain_hot_paths(files, packs, cwd, out, prepared.roots,
                                  config.max_file_size, prepared)
 
+    from reviewbot import baseline
+
+    known = baseline.read(args.baseline) if args.baseline else None
     progress = _Progress(err)
     engine = prepared.engine(args.jobs, progress)
     try:
@@ -368,6 +389,14 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         progress.close()
 
+    sources = Sources(cwd, prepared.roots, repository_root(prepared.roots[0] if prepared.roots
+                                                           else cwd), config.max_file_size)
+    if args.write_baseline:
+        baseline.record_run(args.write_baseline, result.findings, sources, err, args.quiet)
+        return EXIT_CLEAN
+    if known is not None:
+        result.findings = baseline.filter_run(known, result.findings, sources, paths, err,
+                                              args.quiet)
     if args.since:
         from reviewbot.github.diff import from_git
 
@@ -383,8 +412,13 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             table_out = target if args.output_format == "text" else err
             coverage.write(result.facts.get("RB301", {}),
                            float(config.settings["RB301"]["threshold"]), table_out)
-        FORMATS[args.output_format](result.findings, target,
-                                    handle is None and _use_color(args.color, out))
+        color = handle is None and _use_color(args.color, out)
+        if args.statistics:
+            statistics.write(result.findings, target, color, args.output_format,
+                             not args.quiet)
+        else:
+            write_report(args.output_format, result.findings, target, color,
+                         not args.quiet, sources)
     finally:
         if handle is not None:
             handle.close()
@@ -491,7 +525,7 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
 
     settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
                         args.docstring_threshold, tuple(args.paths), args.config,
-                        args.config_from)
+                        args.config_from, args.baseline)
     return run_review(settings, out, err)
 
 

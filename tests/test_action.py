@@ -66,7 +66,8 @@ def test_inputs_follow_reviewdogs_conventions():
                          "reporter": ("github-pr-review", "github-check", "annotations")}.items():
         for value in values:  # each description lists its allowed values
             assert value in inputs[name]["description"]
-    assert {"paths", "config", "docstring_threshold", "max_comments"} <= set(inputs)
+    assert {"paths", "config", "docstring_threshold", "max_comments", "baseline"} <= set(inputs)
+    assert inputs["baseline"]["default"] == ""
     assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", name) for name in inputs)
 
 
@@ -90,19 +91,24 @@ def test_the_review_step_passes_every_input_to_the_cli(tmp_path):
            "INPUT_FILTER_MODE": "diff_context", "INPUT_FAIL_LEVEL": "warning",
            "INPUT_REPORTER": "annotations", "INPUT_PATHS": "src lib/engine",
            "INPUT_CONFIG": "", "INPUT_DOCSTRING_THRESHOLD": "80", "INPUT_MAX_COMMENTS": "5",
-           "INPUT_CONFIG_FROM": "base"}
+           "INPUT_CONFIG_FROM": "base", "INPUT_BASELINE": "ci/reviewbot-baseline.json"}
     result = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True,
                             text=True, check=True)
     assert result.stdout.splitlines() == [
         "review", "--filter-mode", "diff_context", "--fail-level", "warning", "--reporter",
         "annotations", "--max-comments", "5", "--config-from", "base",
-        "--docstring-threshold", "80", "src",
+        "--docstring-threshold", "80", "--baseline", "ci/reviewbot-baseline.json", "src",
         "lib/engine"]
+    # Without a baseline, no --baseline.
+    env["INPUT_BASELINE"] = ""
+    result = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True,
+                            text=True, check=True)
+    assert "--baseline" not in result.stdout.splitlines()
 
 
 def test_the_cli_accepts_what_the_action_passes(run_cli):
     result = run_cli(["review", "--help"])
     assert result.code == 0
     for flag in ("--filter-mode", "--fail-level", "--reporter", "--max-comments",
-                 "--docstring-threshold", "--config", "--config-from"):
+                 "--docstring-threshold", "--config", "--config-from", "--baseline"):
         assert flag in result.out

@@ -165,3 +165,27 @@ def test_coverage_report_table(run_cli):
     # Reported once for the run and once for the file below the threshold.
     assert [line.split(":")[0] for line in lines if "RB301" in line] == \
         ["fixtures/runner", "fixtures/runner/model_runner.py"]
+
+
+def test_json_escapes_c1_controls_and_bidirectional_characters():
+    from reviewbot.reporters import json_report
+
+    message = "a\x9b31mb\x85c\u202ed\u2066e\u200bf\x7fg"
+    out = io.StringIO()
+    json_report.write([Finding("RB302", "missing-docstring", message, "p.py", 1, 1, 1, 1)],
+                      out, False)
+    text = out.getvalue()
+    for char in "\x9b\x85\u202e\u2066\u200b\x7f":
+        assert char not in text
+    assert "\\u009b" in text and "\\u202e" in text
+    assert json.loads(text)[0]["message"] == message  # the same data
+
+
+def test_github_shows_terminal_escapes_and_bidi_controls_escaped():
+    out = io.StringIO()
+    github.write([Finding("RB302", "missing-docstring", "red \x1b[31m\u202e\x9b", "a\x1b.py",
+                          1, 1, 1, 1)], out, False)
+    text = out.getvalue()
+    assert "\x1b" not in text and "\u202e" not in text and "\x9b" not in text
+    assert "file=a\\x1b.py," in text
+    assert text.endswith("::red \\x1b[31m\\u202e\\x9b (missing-docstring)\n")

@@ -230,3 +230,73 @@ def test_without_pygithub_review_says_what_to_install(run_cli, monkeypatch, tmp_
     assert result.code == 2
     assert result.err == ("reviewbot: error: reviewbot review needs PyGithub: "
                           "pip install 'reviewbot[github]'\n")
+
+
+def _write_baseline(run_cli, workspace):
+    result = run_cli(["check", ".", "--no-cache", "--write-baseline", "ci/baseline.json"],
+                     cwd=workspace)
+    assert result.code == 0, result.err
+    return (workspace / "ci" / "baseline.json").read_text(encoding="utf-8")
+
+
+def test_a_baseline_leaves_out_the_known_findings(run_cli, workspace, fake):
+    (workspace / "ci").mkdir()
+    _write_baseline(run_cli, workspace)
+    result = review(run_cli, workspace, "--baseline", "ci/baseline.json")
+    assert result.code == 0, result.err  # the error-severity RB201 is known
+    assert fake.reviews == []
+    # The baseline knows both findings of the changed file (one is on an unchanged line).
+    assert "0 findings on changed lines, 0 line comments posted, 2 known from the baseline" \
+        in result.err
+    summary = fake.issue_comments[-1]["body"]
+    assert "> Not reported: 2 findings in the changed files that the baseline " \
+           "`ci/baseline.json` knows." in summary
+    # A finding the baseline does not know (its line changed) is still reviewed.
+    path = workspace / "runner" / "model_runner.py"
+    path.write_text(path.read_text(encoding="utf-8").replace(
+        "self.sampled_token_ids_pinned_cpu = torch.empty(",
+        "self.sampled_token_ids_pinned_cpu = torch.empty(  # host copy"), encoding="utf-8")
+    result = review(run_cli, workspace, "--baseline", "ci/baseline.json")
+    assert result.code == 1
+    assert [c["line"] for r in fake.reviews for c in r.get("comments", [])] == [67]
+
+
+def test_with_config_from_base_the_baseline_comes_from_the_base_commit(run_cli, workspace,
+                                                                       fake):
+    (workspace / "ci").mkdir()
+    text = _write_baseline(run_cli, workspace)
+    # The pull request's own baseline (it could add its findings to it) is not read.
+    result = review(run_cli, workspace, "--baseline", "ci/baseline.json", "--config-from",
+                    "base")
+    assert result.code == 1
+    assert [c["line"] for r in fake.reviews for c in r.get("comments", [])] == [67]
+    assert "0 known from the baseline" in result.err
+    fake.reviews.clear()
+    fake.review_comments.clear()
+    fake.contents[("ci/baseline.json", "f" * 40)] = text
+    (workspace / "ci" / "baseline.json").write_text("not json", encoding="utf-8")
+    result = review(run_cli, workspace, "--baseline", "ci/baseline.json", "--config-from",
+                    "base")
+    assert result.code == 0, result.err
+    assert fake.reviews == []
+    assert "Not reported: 2 findings in the changed files that the baseline " \
+           "`ci/baseline.json` \\(base commit ffffffffffff\\) knows." in \
+        fake.issue_comments[-1]["body"]
+
+
+@pytest.mark.parametrize("config_from", ["head", "base"])
+def test_a_malformed_baseline_stops_the_review(run_cli, workspace, fake, config_from):
+    (workspace / "b.json").write_text('{"version": 1, "findings": [1]}', encoding="utf-8")
+    fake.contents[("b.json", "f" * 40)] = '{"version": 1, "findings": [1]}'
+    result = review(run_cli, workspace, "--baseline", "b.json", "--config-from", config_from)
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err
+    assert "not a reviewbot baseline: findings[0] must be an object" in result.err
+    assert fake.reviews == [] and fake.issue_comments == []
+
+
+def test_a_baseline_path_out_of_the_repository_is_refused_for_the_base(run_cli, workspace,
+                                                                       fake):
+    result = review(run_cli, workspace, "--baseline", "../b.json", "--config-from", "base")
+    assert result.code == 2
+    assert "expected a path inside the repository" in result.err

@@ -18,6 +18,36 @@ from reviewbot.github.event import Event
 MAX_CONFIG_BYTES = 1024 * 1024
 
 
+def repository_path(rel: str, cwd: Path, what: str) -> str:
+    """``rel`` (relative to the checkout) as a path inside the repository; ReviewbotError
+    for an absolute one or one that climbs out."""
+    import posixpath
+
+    norm = posixpath.normpath(os.path.relpath(cwd / rel, cwd).replace("\\", "/"))
+    if norm.startswith(("/", "../")) or norm == ".." or ":" in norm:
+        raise ReviewbotError(f"{what} {rel!r}: expected a path inside the repository")
+    return norm
+
+
+def base_file(repo: Any, sha: str, rel: str, max_bytes: int) -> bytes | None:
+    """The bytes of file ``rel`` at commit ``sha`` through the contents API (None when
+    it has none); ReviewbotError past ``max_bytes``."""
+    from github import GithubException
+
+    try:
+        content = repo.get_contents(rel, ref=sha)
+    except GithubException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if isinstance(content, list) or getattr(content, "type", "file") != "file":
+        return None
+    data = content.decoded_content
+    if data is not None and len(data) > max_bytes:
+        raise ReviewbotError(f"{rel} at the base commit: larger than {max_bytes} bytes")
+    return data
+
+
 @dataclass
 class BaseConfiguration:
     """The configuration and packs read from the base commit, not the pull request."""

@@ -58,6 +58,12 @@ def comment_marker(code_: str) -> str:
     return f"<!-- reviewbot:{code_} -->"
 
 
+def message(text: str) -> str:
+    """A finding's message as Markdown: its `code spans` kept as code, the rest plain text
+    (no link, HTML, heading or mention)."""
+    return _message(text)
+
+
 def _message(text: str, table: bool = False) -> str:
     """A finding's message: its `code spans` kept as code, the rest escaped."""
     parts = re.split(r"(`[^`]*`)", text)

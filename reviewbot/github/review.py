@@ -21,7 +21,8 @@ from typing import Any, Sequence, TextIO
 
 from reviewbot.errors import ReviewbotError
 from reviewbot.finding import Finding
-from reviewbot.github.base_config import BaseConfiguration, base_configuration
+from reviewbot.github.base_config import (BaseConfiguration, base_configuration, base_file,
+                                         repository_path)
 from reviewbot.github.diff import ChangedLines, FileChange, parse_patch
 from reviewbot.github.event import Event, read_event
 from reviewbot.github.markdown import SUMMARY_MARKER, comment_body, summary_markdown
@@ -43,6 +44,9 @@ class Settings:
     paths: Sequence[str] = (".",)
     config: str | None = None
     config_from: str = "head"  # "base": configuration and packs from the base commit
+    # A baseline file (repository-relative): its known findings are not reported; with
+    # config_from "base" it is read from the base commit too.
+    baseline: str | None = None
 
 
 @dataclass
@@ -78,6 +82,7 @@ class Outcome:
     summary: str = ""
     suppressions: list[str] = field(default_factory=list)  # "path:line" added by the PR
     config_note: str = ""  # where the configuration came from
+    baselined: int = 0  # findings the baseline knows, not reported
 
 
 def _token() -> str:
@@ -141,10 +146,11 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
         base_config = base_configuration(
             repo, event, settings.config, settings.paths, _threshold(settings), cwd) \
             if settings.config_from == "base" else None
+        known = review_baseline(settings, repo, event, cwd)
     except api_errors as exc:
         raise ReviewbotError(_scrub(f"cannot read pull request #{number} of {repository}: "
                                     f"{_api_error(exc)}", token)) from None
-    outcome = check_changes(settings, changed, cwd, base_config)
+    outcome = check_changes(settings, changed, cwd, base_config, known)
     outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
     _write_step_summary(outcome.summary)
     _annotations(outcome, settings, out)
@@ -170,7 +176,8 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
                 raise ReviewbotError(_scrub(f"creating the check run failed: "
                                             f"{_api_error(exc)}", token)) from None
     err.write(f"reviewbot: {len(outcome.findings)} findings on changed lines, "
-              f"{len(outcome.comments)} line comments posted\n")
+              f"{len(outcome.comments)} line comments posted"
+              f"{f', {outcome.baselined} known from the baseline' if known else ''}\n")
     return exit_status(outcome, settings)
 
 
@@ -200,8 +207,26 @@ def exit_status(outcome: Outcome, settings: Settings) -> int:
 
 
 # Checking -------------------------------------------------------------------------------
+def review_baseline(settings: Settings, repo: Any, event: Event, cwd: Path) -> Any:
+    """The baseline the review filters by (None without one): the checkout's file, or with
+    ``config_from: base`` the base commit's (a pull request cannot add its own findings
+    to it); a base commit without the file means an empty baseline."""
+    from reviewbot import baseline
+
+    if not settings.baseline:
+        return None
+    if settings.config_from != "base":
+        return baseline.read(str(cwd / settings.baseline), settings.baseline)
+    rel = repository_path(settings.baseline, cwd, "baseline")
+    data = base_file(repo, event.base_sha, rel, baseline.MAX_BYTES)
+    shown = f"{rel} (base commit {event.base_sha[:12]})"
+    if data is None:
+        return baseline.Baseline([], shown)
+    return baseline.parse(data, shown)
+
+
 def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
-                  base: BaseConfiguration | None = None) -> Outcome:
+                  base: BaseConfiguration | None = None, known: Any = None) -> Outcome:
     """Check the changed Python files; keep the findings the filter mode keeps."""
     from reviewbot.config import Overrides, load_config
     from reviewbot.context import RunContext
@@ -242,13 +267,24 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
                         project_root=index_root, project_files=project_files,
                         index_cache=IndexCache(results.folder if results is not None else None))
         result = engine.run(in_scope, RunContext("."), cwd)
-        for finding in result.findings:
+        findings = result.findings
+        if known is not None:
+            from reviewbot.baseline import apply
+            from reviewbot.reporters.sources import Sources
+
+            applied = apply(findings, known, Sources(cwd, (cwd.resolve(),), cwd,
+                                                     config.max_file_size), scopes=())
+            findings, outcome.baselined = applied.new, applied.suppressed
+        for finding in findings:
             path = display_path(Path(cwd / finding.path), cwd) if not Path(
                 finding.path).is_absolute() else finding.path
             if finding.code == "RB301":
                 continue  # the pre-merge check below counts the changed definitions only
             if changed.keeps(path, finding.line, finding.end_line, settings.filter_mode):
                 outcome.findings.append(finding)
+    if known is not None:
+        outcome.notes.append(f"Not reported: {outcome.baselined} findings in the changed files "
+                             f"that the baseline {known.source} knows.")
     if "RB301" in config.enabled:
         outcome.coverage = changed_coverage(in_scope, changed, config, cwd)
     outcome.suppressions = added_suppressions(in_scope, changed, cwd)

@@ -6,17 +6,14 @@ import os
 from typing import Sequence, TextIO
 
 from reviewbot.finding import Finding
-
-
-# Other characters some readers end a line at; workflow commands have no escape for them,
-# so they are shown as Python escapes (a file name holding one cannot be annotated anyway).
-_OTHER_BREAKS = {ord(c): f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-                 for c in "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+from reviewbot.textsafe import printable
 
 
 def _escape_data(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A") \
-        .translate(_OTHER_BREAKS)
+    # Workflow commands have no escape for the other characters some readers end a line
+    # at, nor for terminal escapes and bidirectional controls: they are shown as Python
+    # escapes (a file name holding one cannot be annotated anyway).
+    return printable(value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(value: str) -> str:

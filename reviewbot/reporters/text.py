@@ -19,8 +19,10 @@ def _fix_mark(finding: Finding) -> str:
     return {"safe": " [*]", "unsafe": " [~]"}.get(finding.fix.applicability, "")
 
 
-def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
-    """Write one line per finding and a summary."""
+def write(findings: Sequence[Finding], out: TextIO, color: bool, summary: bool = True,
+          details: bool = True) -> None:
+    """Write one line per finding (RB301's missing definitions below its line unless
+    ``details`` is off) and a summary (unless ``summary`` is off)."""
 
     def paint(code: str, value: str) -> str:
         return f"{code}{value}{_RESET}" if color else value
@@ -30,12 +32,22 @@ def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
         code = paint(_RED if f.severity == "error" else _YELLOW, f.code)
         out.write(f"{where} {code}{_fix_mark(f)} {printable(f.message)}\n")
         missing = dict(f.details).get("missing")
-        if missing:
+        if missing and details:
             for item in missing[:MISSING_SHOWN]:
                 out.write(paint(_DIM, f"    missing: {printable(str(item))}") + "\n")
             if len(missing) > MISSING_SHOWN:
                 out.write(paint(_DIM, f"    ... and {len(missing) - MISSING_SHOWN} more "
                                       "(--coverage-report lists every file)") + "\n")
+    if summary:
+        write_summary(findings, out, color)
+
+
+def write_summary(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
+    """The closing line: how many findings, how many a fix resolves."""
+
+    def paint(code: str, value: str) -> str:
+        return f"{code}{value}{_RESET}" if color else value
+
     if not findings:
         out.write(paint(_BOLD, "All checks passed!") + "\n")
         return
