@@ -782,6 +782,8 @@ class ModuleAnalyzer:
         # key ("pkg.mod.Class" as imported, or "local:Class") -> field -> "tensor" | "host"
         self.class_fields: dict[str, dict[str, str]] = devices.get("classes", {}) or {}
         self.other_platform = bool(devices.get("other_platform"))
+        # function -> tensor parameters a caller elsewhere fills with a host value
+        self.host_params: dict[str, list[str]] = devices.get("host_params", {}) or {}
         # Names a module declares kept on the CPU (`dict(grid_thw=...(keep_on_cpu=True))`).
         self.kept_on_cpu = (_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) | \
             frozenset(devices.get("kept_on_cpu", ()))
@@ -1253,6 +1255,10 @@ class FunctionWalker:
                                                "(keep_on_cpu or the packs' host-names)")
             elif self._is_tensor_annotation(arg.annotation) and host_named(arg.arg):
                 self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is named as a host value")
+            elif arg.arg in module.host_params.get(func.qualname, ()):
+                # Not taken to be on the GPU: a caller in the project passes a host value.
+                self.env[arg.arg] = Label(UNKNOWN, f"a caller passes a host value as "
+                                                   f"`{arg.arg}`")
             elif cls is not None and cls.is_module and func.name in \
                     module.packs.module_entry_points and self._is_tensor_annotation(arg.annotation):
                 self.env[arg.arg] = Label(CUDA, f"an input of {func.qualname}, an nn.Module "
@@ -1672,7 +1678,10 @@ class FunctionWalker:
                               "host-names)")
         # The project-wide table is for other objects: a class's own attributes are known
         # from its own assignments and annotations.
-        if self.m.default_cuda and attr in self.m.tensor_fields and not own:
+        # By name alone only for a name of several words: one word (`state`, `buffer`,
+        # `weight`) names unrelated fields of many classes.
+        if self.m.default_cuda and attr in self.m.tensor_fields and not own and \
+                "_" in attr.strip("_"):
             return Label(CUDA, f"`{attr}` is declared torch.Tensor in the project and nothing "
                                "puts it on the CPU (devices.default: cuda)", mask_named(attr),
                          weak=True)

@@ -132,6 +132,20 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
 
 
 # Summaries ------------------------------------------------------------------------------
+def _host_argument(expr: ast.expr) -> bool:
+    """An argument that is a host value by its spelling: a host-named variable or field,
+    or a ``.cpu()`` / ``.numpy()`` / ``.tolist()`` result."""
+    from reviewbot.analysis.gpu import host_named
+
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        return expr.func.attr in ("cpu", "numpy", "tolist") and not expr.args
+    if isinstance(expr, ast.Name):
+        return host_named(expr.id)
+    if isinstance(expr, ast.Attribute):
+        return host_named(expr.attr)
+    return False
+
+
 def _dotted(expr: ast.expr) -> str | None:
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
@@ -313,6 +327,29 @@ class _Summariser:
                 for handler in getattr(node, "handlers", []) or []:
                     self._index(handler.body, cls, prefix)
 
+    def _host_arguments(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                        types: dict[str, str]) -> list[list[Any]]:
+        """The calls of a function that pass a host value (``x_cpu``, ``t.cpu()``,
+        ``t.numpy()``) as an argument: [callee ref, positions, keywords]. A tensor
+        parameter a caller fills with a host value is not taken to be on the GPU."""
+        out: list[list[Any]] = []
+        for call in ast.walk(node):
+            if not isinstance(call, ast.Call) or not (call.args or call.keywords):
+                continue
+            positions = [i for i, a in enumerate(call.args) if _host_argument(a)]
+            keywords = [k.arg for k in call.keywords if k.arg and _host_argument(k.value)]
+            if not (positions or keywords):
+                continue
+            dotted = _dotted(call.func)
+            if dotted is None:
+                continue
+            ref = self._text_ref(dotted, types, False)
+            if ref is not None:
+                out.append([ref, positions, keywords])
+            if len(out) >= 64:
+                break
+        return out
+
     def _function_from_text(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
                             cls: dict[str, Any] | None) -> dict[str, Any]:
         """A function's summary: types from its statements, calls from its lines."""
@@ -384,6 +421,16 @@ class _Summariser:
         if node.decorator_list:
             if memoised(node):
                 out["memo"] = True  # runs once per distinct arguments: never hot
+        positional = [*args.posonlyargs, *args.args]
+        tensors = [[i, a.arg] for i, a in enumerate(positional)
+                   if a.annotation is not None and self.value_kind(a.annotation) == "tensor"]
+        tensors += [[-1, a.arg] for a in args.kwonlyargs
+                    if a.annotation is not None and self.value_kind(a.annotation) == "tensor"]
+        if tensors:
+            out["tensor_params"] = tensors
+        hints = self._host_arguments(node, types)
+        if hints:
+            out["host_args"] = hints
         returns = self.value_kind(node.returns)
         if returns:
             out["returns"] = returns
@@ -407,6 +454,12 @@ class _Summariser:
                 found = typ or (types.get(value.id) if isinstance(value, ast.Name) else None)
                 if found:
                     cls["attrs"].setdefault(target.attr, found)
+                elif isinstance(value, ast.Constant) and isinstance(
+                        value.value, (bool, int, float, str)) and \
+                        not isinstance(stmt, ast.AnnAssign):
+                    # `self.is_prefilling = True`: a Python value, whatever other classes
+                    # declare under the same name.
+                    cls["fields"].setdefault(target.attr, "host")
                 elif isinstance(value, ast.Attribute) and \
                         isinstance(value.value, ast.Name) and value.value.id == "self":
                     aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
@@ -792,6 +845,8 @@ class HotFacts:
     tensor_returns: frozenset[str] = frozenset()
     names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
     kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
+    # rel -> function -> tensor parameters some caller fills with a host value
+    host_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def for_file(self, rel: str) -> dict[str, list[str]]:
         """The hot functions of one file (relative path) and their chains."""
@@ -813,6 +868,8 @@ class HotFacts:
             out["other_platform"] = True
         if self.kept_on_cpu:
             out["kept_on_cpu"] = sorted(self.kept_on_cpu)
+        if rel in self.host_params:
+            out["host_params"] = self.host_params[rel]
         return out
 
     def digest(self, rel: str, devices: dict[str, Any] | None = None) -> str:
@@ -1170,8 +1227,40 @@ class Linker:
         for qual, chain in chains.items():
             entry, local = self.functions[qual]
             facts.hot.setdefault(entry.rel, {})[local] = chain
+        facts.host_params = self.host_parameters()
         facts.is_module_class = {c for c in self.classes if self._module_cache.get(c)}
         return facts
+
+    def host_parameters(self) -> dict[str, dict[str, list[str]]]:
+        """rel -> function -> its tensor parameters that some caller in the project fills
+        with a host value (by the argument's spelling)."""
+        out: dict[str, dict[str, set[str]]] = {}
+        for qual, (entry, local) in self.functions.items():
+            hints = entry.summary["functions"][local].get("host_args")
+            if not hints:
+                continue
+            cls = self.owner(qual)
+            for ref, positions, keywords in hints:
+                callees = self._resolve_ref(ref, cls)
+                if not callees and ref.startswith("S:") and cls is not None:
+                    # `self.projector(x, shapes_cpu)`: an attribute holding a module.
+                    typ = self.attr_type(cls, ref[2:])
+                    callees = self.methods_of(typ, "forward") if typ else []
+                for callee in callees:
+                    target, name = self.functions[callee]
+                    info = target.summary["functions"][name]
+                    params = info.get("tensor_params")
+                    if not params:
+                        continue
+                    # A method called on an object: its first parameter is the object.
+                    shift = 1 if self.owner(callee) is not None and ref[:2] in (
+                        "S:", "T:", "A:", "M:") else 0
+                    wanted = {i + shift for i in positions}
+                    for index, param in params:
+                        if index in wanted or param in keywords:
+                            out.setdefault(target.rel, {}).setdefault(name, set()).add(param)
+        return {rel: {name: sorted(params) for name, params in funcs.items()}
+                for rel, funcs in out.items()}
 
     def _display(self, callee: str, caller: str) -> str:
         entry, local = self.functions[callee]
