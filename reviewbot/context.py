@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from reviewbot.finding import Finding
+from reviewbot.source import Columns
 
 if TYPE_CHECKING:
     import libcst
@@ -38,6 +39,7 @@ class FileContext:
         self._cst: libcst.Module | None = None
         self._wrapper: Any = None
         self._gpu: Any = None
+        self._columns: Columns | None = None
 
     # Parses -----------------------------------------------------------------
     @property
@@ -51,12 +53,23 @@ class FileContext:
         return self._ast
 
     @property
+    def columns(self) -> Columns:
+        """Turns ``ast`` offsets (UTF-8 bytes) into the character columns findings use."""
+        if self._columns is None:
+            self._columns = Columns(self.text)
+        return self._columns
+
+    def span(self, node: ast.AST) -> tuple[int, int, int, int]:
+        """An ``ast`` node's 1-based (line, column, end_line, end_column) in characters."""
+        return self.columns.span(node)
+
+    @property
     def definitions(self) -> list["Definition"]:
         """The module, classes and functions of the file, with their docstring state."""
         if self._definitions is None:
             from reviewbot.analysis.definitions import collect_definitions
 
-            self._definitions = collect_definitions(self.ast_tree)
+            self._definitions = collect_definitions(self.ast_tree, self.columns)
         return self._definitions
 
     @property
@@ -81,6 +94,7 @@ class FileContext:
             self._gpu.release()
         self.memo.clear()
         self._gpu = self._ast = self._definitions = self._cst = self._wrapper = None
+        self._columns = None
 
     @property
     def cst_module(self) -> "libcst.Module":
