@@ -619,9 +619,11 @@ def run_rules(args: argparse.Namespace, out: TextIO) -> int:
         out.write(rules_markdown())
     else:
         width = max(len(r.name) for r in registry.RULES)
+        # As wide as the longest fix safety ("sometimes"), so every summary starts together.
+        fix_width = max(len(r.fix_safety) for r in registry.RULES)
         for r in registry.RULES:
             state = "" if r.default_enabled or r.internal else "  (off by default)"
-            out.write(f"{r.code}  {r.name.ljust(width)}  fix: {r.fix_safety:<8}  "
+            out.write(f"{r.code}  {r.name.ljust(width)}  fix: {r.fix_safety.ljust(fix_width)}  "
                       f"{r.summary}{state}\n")
     return EXIT_CLEAN
 
