@@ -8,6 +8,7 @@ other file is still checked.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gc
 import os
 import traceback
@@ -613,10 +614,14 @@ class Engine:
             try:
                 findings.extend(rule.finish(facts.get(rule_cls.code, {}), run))
             except Exception as exc:
-                findings.append(_file_finding(
+                crash = _file_finding(
                     RuleCrash, run.root_display,
                     f"Rule {rule_cls.code} ({rule_cls.name}) crashed while summarising the run: "
-                    f"{exc.__class__.__name__}: {exc}"))
+                    f"{exc.__class__.__name__}: {exc}")
+                location = run.location(sorted(results))
+                if location is not None:  # about the run: shown at the configuration
+                    crash = dataclasses.replace(crash, details=(("location", location),))
+                findings.append(crash)
         findings.sort(key=Finding.sort_key)
         return RunResult(findings, facts, len(results), cached)
 

@@ -25,8 +25,9 @@ from reviewbot.github.base_config import BaseConfiguration, base_configuration
 from reviewbot.github.diff import ChangedLines, FileChange, parse_patch
 from reviewbot.github.event import Event, read_event
 from reviewbot.github.markdown import SUMMARY_MARKER, comment_body, summary_markdown
+from reviewbot.links import RULES_DOCS
 
-DOCS_URL = "https://github.com/reviewbot-dev/reviewbot/blob/main/docs/rules.md"
+DOCS_URL = RULES_DOCS
 REPORTERS = ("github-pr-review", "github-check", "annotations")
 FAIL_LEVELS = ("none", "warning", "error")
 

@@ -6,8 +6,9 @@ from typing import Callable, Sequence, TextIO
 
 from reviewbot.finding import Finding
 from reviewbot.reporters import github, json_report, sarif, text
+from reviewbot.reporters.context import ReportContext
 
-FORMATS: dict[str, Callable[[Sequence[Finding], TextIO, bool], None]] = {
+FORMATS: dict[str, Callable[[Sequence[Finding], TextIO, bool, ReportContext | None], None]] = {
     "text": text.write,
     "json": json_report.write,
     "sarif": sarif.write,
