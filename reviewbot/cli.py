@@ -287,6 +287,32 @@ class _Run:
     project_root: Path | None = None
     project_files: list[Path] | None = None
     index_cache: Any = None
+    source_root: Path | None = None  # the git root above the first path (SARIF's %SRCROOT%)
+
+    def run_context(self, coverage_report: bool = False) -> Any:
+        """The RunContext of a run: what was checked, and the configuration file when it
+        lies in the source root (where a finding about the whole run can be shown)."""
+        from reviewbot.context import RunContext
+        from reviewbot.discovery import display_path
+
+        run = RunContext(_root_display(self.paths), coverage_report)
+        source = self.config.source
+        if source is not None and self.source_root is not None:
+            path = Path(os.path.abspath(source))
+            try:
+                path.resolve().relative_to(self.source_root)
+                run.config_text = path.read_text(encoding="utf-8", errors="replace")
+            except (ValueError, OSError):
+                return run
+            run.config_file = display_path(path, self.cwd)
+        return run
+
+    def report_context(self) -> Any:
+        """What the reporters need: the working directory and the source root."""
+        from reviewbot.reporters import ReportContext
+
+        return ReportContext(self.cwd, self.source_root or self.cwd,
+                             self.config.max_file_size)
 
     def engine(self, jobs: int | None, progress: Any = None) -> Any:
         """An engine for these files, with the project index when there is one."""
@@ -302,7 +328,7 @@ def _prepare(args: argparse.Namespace) -> _Run:
     from reviewbot.cache import CACHE_DIR_NAME, ResultCache
     from reviewbot.config import Overrides, load_config
     from reviewbot.analysis.project import engine_pack_names, project_index_files
-    from reviewbot.discovery import allowed_roots, discover, project_root
+    from reviewbot.discovery import allowed_roots, discover, project_root, source_root
     from reviewbot.packs import load_packs
 
     cwd = Path.cwd()
@@ -361,7 +387,8 @@ def _prepare(args: argparse.Namespace) -> _Run:
                    f"{os.cpu_count() or 1} cores)")
         err.write(f"reviewbot: {workers} worker process{'es' if workers != 1 else ''}{why}\n")
     return _Run(config, packs, list(files), list(paths), cwd, cache,
-                allowed_roots(paths, root, cwd), index_root, project_files, index_cache)
+                allowed_roots(paths, root, cwd), index_root, project_files, index_cache,
+                source_root(cwd / paths[0], root))
 
 
 
@@ -385,7 +412,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     progress = _Progress(err)
     engine = prepared.engine(args.jobs, progress)
     try:
-        result = engine.run(files, RunContext(_root_display(paths), args.coverage_report), cwd)
+        result = engine.run(files, prepared.run_context(args.coverage_report), cwd)
     finally:
         progress.close()
 
@@ -418,7 +445,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                              not args.quiet)
         else:
             write_report(args.output_format, result.findings, target, color,
-                         not args.quiet, sources)
+                         not args.quiet, sources, prepared.report_context())
     finally:
         if handle is not None:
             handle.close()
@@ -429,7 +456,6 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot fix``: a diff of every fix, or (``--apply``) the fixes written."""
-    from reviewbot.context import RunContext
     from reviewbot.discovery import display_path, inside, relative_to_root
     from reviewbot.fixer import Fixer, FixError, allowed, write_atomic
 
@@ -438,7 +464,7 @@ def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     by_shown = {display_path(path, cwd): path for path in prepared.files}
     # One checking pass over everything (parallel, cached) finds the files worth fixing.
     engine = prepared.engine(args.jobs)
-    result = engine.run(prepared.files, RunContext(_root_display(prepared.paths)), cwd)
+    result = engine.run(prepared.files, prepared.run_context(), cwd)
     todo = sorted({f.path for f in result.findings if allowed(f.fix, args.unsafe_fixes)
                    and f.path in by_shown})
     held_back = sum(1 for f in result.findings
@@ -653,9 +679,11 @@ def run_rules(args: argparse.Namespace, out: TextIO) -> int:
         out.write(rules_markdown())
     else:
         width = max(len(r.name) for r in registry.RULES)
+        # As wide as the longest fix safety ("sometimes"), so every summary starts together.
+        fix_width = max(len(r.fix_safety) for r in registry.RULES)
         for r in registry.RULES:
             state = "" if r.default_enabled or r.internal else "  (off by default)"
-            out.write(f"{r.code}  {r.name.ljust(width)}  fix: {r.fix_safety:<8}  "
+            out.write(f"{r.code}  {r.name.ljust(width)}  fix: {r.fix_safety.ljust(fix_width)}  "
                       f"{r.summary}{state}\n")
     return EXIT_CLEAN
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from reviewbot.finding import Finding
+from reviewbot.source import Columns
 
 if TYPE_CHECKING:
     import libcst
@@ -38,6 +39,7 @@ class FileContext:
         self._cst: libcst.Module | None = None
         self._wrapper: Any = None
         self._gpu: Any = None
+        self._columns: Columns | None = None
 
     # Parses -----------------------------------------------------------------
     @property
@@ -51,12 +53,23 @@ class FileContext:
         return self._ast
 
     @property
+    def columns(self) -> Columns:
+        """Turns ``ast`` offsets (UTF-8 bytes) into the character columns findings use."""
+        if self._columns is None:
+            self._columns = Columns(self.text)
+        return self._columns
+
+    def span(self, node: ast.AST) -> tuple[int, int, int, int]:
+        """An ``ast`` node's 1-based (line, column, end_line, end_column) in characters."""
+        return self.columns.span(node)
+
+    @property
     def definitions(self) -> list["Definition"]:
         """The module, classes and functions of the file, with their docstring state."""
         if self._definitions is None:
             from reviewbot.analysis.definitions import collect_definitions
 
-            self._definitions = collect_definitions(self.ast_tree)
+            self._definitions = collect_definitions(self.ast_tree, self.columns)
         return self._definitions
 
     @property
@@ -81,6 +94,7 @@ class FileContext:
             self._gpu.release()
         self.memo.clear()
         self._gpu = self._ast = self._definitions = self._cst = self._wrapper = None
+        self._columns = None
 
     @property
     def cst_module(self) -> "libcst.Module":
@@ -149,3 +163,28 @@ class RunContext:
     root_display: str  # where a finding about the whole checked set is reported
     coverage_report: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # The configuration file as reports name it, when it lies inside the source root (where
+    # code scanning can show a finding about the whole run), and its text.
+    config_file: str | None = None
+    config_text: str = ""
+
+    def config_line(self, code: str | None = None) -> int:
+        """The line of the configuration file that names ``code`` (its table or key), else
+        the line that opens reviewbot's table, else 1."""
+        from reviewbot.source import split_lines
+
+        lines = split_lines(self.config_text)
+        for number, line in enumerate(lines, start=1):
+            if code and code in line:
+                return number
+        for number, line in enumerate(lines, start=1):
+            if line.lstrip().startswith("[tool.reviewbot"):
+                return number
+        return 1
+
+    def location(self, paths: Sequence[str]) -> dict[str, Any] | None:
+        """Where a file-based viewer shows a finding about the whole run that has no better
+        place: the configuration file, else the first of ``paths`` (None: neither)."""
+        if self.config_file is not None:
+            return {"path": self.config_file, "line": self.config_line()}
+        return {"path": min(paths), "line": 1} if paths else None

@@ -48,6 +48,18 @@ def project_root(paths: Sequence[str], config: Config, cwd: Path) -> Path:
     return start
 
 
+def source_root(start: Path, project: Path | None = None) -> Path:
+    """The folder that repository-relative paths start from (SARIF's ``%SRCROOT%``): the
+    nearest folder holding ``.git`` at or above ``start`` (the first checked path), else
+    the project root (else ``start``'s folder)."""
+    first = Path(os.path.abspath(start))
+    folder = (first if first.is_dir() else first.parent).resolve()
+    for candidate in (folder, *folder.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return (project or folder).resolve()
+
+
 def inside(path: Path, roots: Sequence[Path]) -> bool:
     """Whether ``path``, every link followed, is in one of ``roots`` (resolved folders)."""
     try:

@@ -8,6 +8,7 @@ other file is still checked.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gc
 import hashlib
 import os
@@ -29,7 +30,7 @@ from reviewbot.rule import CstRule, Rule
 from reviewbot.rules.rb001_syntax_error import SyntaxErrorRule
 from reviewbot.rules.rb002_rule_crash import RuleCrash
 from reviewbot.rules.rb003_unreadable_file import UnreadableFile
-from reviewbot.source import UnreadableSource, decode, read_bytes
+from reviewbot.source import Columns, UnreadableSource, decode, read_bytes
 from reviewbot.suppression import Suppressions
 
 
@@ -185,7 +186,7 @@ class Checker:
                 ctx.ast_tree
             except (SyntaxError, RecursionError, MemoryError, ValueError):
                 return False
-            return _unknown_future(ctx.ast_tree) is None
+            return _unknown_future(ctx.ast_tree, ctx.columns) is None
         try:
             ctx.ast_tree
         except SyntaxError as exc:
@@ -203,7 +204,7 @@ class Checker:
                 else f"cannot be parsed ({exc.__class__.__name__}: {exc})"
             ctx.report(SyntaxErrorRule, f"Syntax error: {reason}", 1, 1)
             return False
-        unknown = _unknown_future(ctx.ast_tree)
+        unknown = _unknown_future(ctx.ast_tree, ctx.columns)
         if unknown is not None:  # the parser accepts it; the compiler refuses the file
             ctx.report(SyntaxErrorRule, f"Syntax error: future feature {unknown.name} is not "
                        "defined", unknown.line, unknown.column)
@@ -279,7 +280,7 @@ class _Future:
     column: int
 
 
-def _unknown_future(tree: ast.Module) -> _Future | None:
+def _unknown_future(tree: ast.Module, columns: Columns) -> _Future | None:
     """A ``from __future__ import`` of a feature this Python does not know."""
     import __future__
 
@@ -287,7 +288,8 @@ def _unknown_future(tree: ast.Module) -> _Future | None:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             for alias in node.names:
                 if alias.name not in __future__.all_feature_names:
-                    return _Future(alias.name, node.lineno, node.col_offset + 1)
+                    return _Future(alias.name, node.lineno,
+                                   columns.column(node.lineno, node.col_offset))
         elif not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             break  # future imports come first (after the docstring)
     return None
@@ -699,10 +701,14 @@ class Engine:
             try:
                 findings.extend(rule.finish(facts.get(rule_cls.code, {}), run))
             except Exception as exc:
-                findings.append(_file_finding(
+                crash = _file_finding(
                     RuleCrash, run.root_display,
                     f"Rule {rule_cls.code} ({rule_cls.name}) crashed while summarising the run: "
-                    f"{exc.__class__.__name__}: {exc}"))
+                    f"{exc.__class__.__name__}: {exc}")
+                location = run.location(sorted(results))
+                if location is not None:  # about the run: shown at the configuration
+                    crash = dataclasses.replace(crash, details=(("location", location),))
+                findings.append(crash)
         findings.sort(key=Finding.sort_key)
         return RunResult(findings, facts, len(results), cached)
 

@@ -69,6 +69,20 @@ class Finding:
     # Extra machine-readable detail (for example the undocumented definitions of RB301).
     details: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
 
+    @property
+    def run_level(self) -> bool:
+        """Whether the finding is about the whole run (RB301's coverage): its ``path`` names
+        what was checked, and ``details["location"]`` the file and line that viewers which
+        need one (SARIF, code scanning) show it at."""
+        return any(key == "location" for key, _ in self.details)
+
+    def location(self) -> tuple[str, int] | None:
+        """The file and line a run-level finding is shown at (None: not run-level)."""
+        for key, value in self.details:
+            if key == "location" and isinstance(value, dict):
+                return str(value["path"]), int(value["line"])
+        return None
+
     def sort_key(self) -> tuple[str, int, int, str]:
         """Order findings by file, position, then code."""
         return (self.path, self.line, self.column, self.code)

@@ -121,8 +121,43 @@ def parse_quietly(text: str, filename: str = "<unknown>") -> ast.Module:
         return ast.parse(text, filename=filename)
 
 
-def char_column(lines: list[str], line: int, offset: int) -> int:
-    """The 1-based character column of a UTF-8 byte offset (as ``ast`` gives columns) on a
-    1-based line of ``lines``."""
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
+class Columns:
+    """The one place where the parser's column offsets become the columns reviewbot reports.
+
+    CPython's ``ast`` gives ``col_offset`` and ``end_col_offset`` in UTF-8 bytes of the line;
+    every finding, fix edit, suggestion and SARIF region counts 1-based characters (Unicode
+    code points), as LibCST, ``SyntaxError`` and the fixer do. An ``é`` before a call on its
+    line is two bytes but one character: the call's column is one less than its byte offset
+    plus one. Lines of ASCII text (most of them) are counted without decoding anything.
+    """
+
+    __slots__ = ("_text", "_lines", "_ascii")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._ascii = text.isascii()
+        self._lines: list[str] | None = None
+
+    def column(self, line: int, offset: int) -> int:
+        """The 1-based character column of the UTF-8 byte ``offset`` on 1-based ``line``."""
+        if self._ascii:
+            return offset + 1
+        if self._lines is None:
+            self._lines = split_lines(self._text)
+        if not 0 < line <= len(self._lines):
+            return offset + 1
+        text = self._lines[line - 1]
+        if text.isascii():
+            return offset + 1
+        return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
+
+    def span(self, node: ast.AST) -> tuple[int, int, int, int]:
+        """An ``ast`` node's (line, column, end_line, end_column), 1-based characters, the
+        end exclusive (a node without an end ends where it starts)."""
+        line: int = getattr(node, "lineno")
+        offset: int = getattr(node, "col_offset")
+        end_line = getattr(node, "end_lineno", None) or line
+        end_offset = getattr(node, "end_col_offset", None)
+        if end_offset is None:
+            end_offset = offset
+        return line, self.column(line, offset), end_line, self.column(end_line, end_offset)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -41,8 +42,46 @@ def test_workflows_pass_actionlint(tmp_path):
     # The example's `uses:` pointed at this folder, so its inputs are checked against action.yml.
     local = example.replace("uses: reviewbot-dev/reviewbot@v1", "uses: ./")
     assert local != example
-    result = _lint_repo(tmp_path, {"selftest.yml": selftest, "example.yml": local})
+    scanning = (REPO / "examples" / "code-scanning.yml").read_text(encoding="utf-8")
+    result = _lint_repo(tmp_path, {"selftest.yml": selftest, "example.yml": local,
+                                   "code-scanning.yml": scanning})
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@needs_actionlint
+def test_actionlint_catches_a_broken_code_scanning_example(tmp_path):
+    scanning = (REPO / "examples" / "code-scanning.yml").read_text(encoding="utf-8")
+    bad = scanning.replace("security-events: write", "security-events: upload")
+    assert bad != scanning
+    result = _lint_repo(tmp_path, {"code-scanning.yml": bad})
+    assert result.returncode == 1 and "security-events" in result.stdout, result.stdout
+
+
+def test_the_code_scanning_example_uploads_the_sarif_report(tmp_path, run_cli):
+    workflow = yaml.safe_load((REPO / "examples" / "code-scanning.yml").read_text(
+        encoding="utf-8"))
+    (job,) = workflow["jobs"].values()
+    assert job["permissions"]["security-events"] == "write"
+    assert workflow["permissions"] == {"contents": "read"}  # nothing more for other jobs
+    steps = job["steps"]
+    (check,) = [s for s in steps if "reviewbot check" in s.get("run", "")]
+    (upload,) = [s for s in steps if s.get("uses", "").startswith(
+        "github/codeql-action/upload-sarif@")]
+    assert steps.index(check) < steps.index(upload)
+    for step in steps:
+        if "uses" in step:  # pinned by commit, the version noted
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+        assert "${{" not in step.get("run", "")
+    # The check step as written: a SARIF file where the upload looks for it.
+    args = check["run"].split()
+    assert args[:2] == ["reviewbot", "check"]
+    assert args[args.index("--output-format") + 1] == "sarif"
+    assert args[args.index("--output-file") + 1] == upload["with"]["sarif_file"]
+    (tmp_path / "m.py").write_text("def f():\n    pass\n", encoding="utf-8")
+    result = run_cli(args[1:], cwd=tmp_path)
+    assert result.code == 0, result.err  # --exit-zero: findings do not stop the upload
+    log = json.loads((tmp_path / upload["with"]["sarif_file"]).read_text(encoding="utf-8"))
+    assert log["runs"][0]["results"][0]["ruleId"] == "RB301"
 
 
 @needs_actionlint

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from reviewbot import registry
 from reviewbot.source import UnreadableSource, decode
 
 from conftest import REPO
@@ -30,6 +31,11 @@ def test_rules_lists_every_rule(run_cli):
     rb301 = next(line for line in lines if line.startswith("RB301"))
     assert "docstring-coverage" in rb301 and "fix: none" in rb301
     assert lines[-1].startswith("RB302") and "(off by default)" in lines[-1]
+    # The summaries start in one column, "fix: sometimes" rows included, two spaces after
+    # the widest fix safety.
+    starts = {line.index(rule.summary) for line, rule in zip(lines, registry.RULES)}
+    assert len(starts) == 1
+    assert "fix: sometimes  `.item()`" in lines[4]
 
 
 def test_rules_code_prints_the_documentation(run_cli):

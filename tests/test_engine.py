@@ -95,6 +95,33 @@ def test_a_crashing_rule_becomes_rb002_and_others_still_run(tmp_path):
     assert [f.path for f in by_code["RB990"]] == ["a.py", "b.py"]
 
 
+class FinishCrashes(CstRule):
+    """Fails while summarising the run."""
+
+    code = "RB992"
+    name = "test-finish-crashes"
+    summary = "A test rule"
+
+    def finish(self, facts, run):
+        raise ValueError("late")
+
+
+def test_a_rule_crashing_at_the_end_is_about_the_run_and_shown_at_the_configuration(
+        tmp_path):
+    (tmp_path / "b.py").write_text("x = 1\n")
+    (tmp_path / "a.py").write_text("y = 2\n")
+    engine = engine_for(tmp_path, [FinishCrashes])
+    files = sorted(tmp_path.glob("*.py"))
+    (crash,) = engine.run(files, RunContext("."), tmp_path).findings
+    assert (crash.code, crash.path, crash.run_level) == ("RB002", ".", True)
+    assert "RB992 (test-finish-crashes) crashed while summarising the run" in crash.message
+    assert crash.location() == ("a.py", 1)  # no configuration: the first file
+    run = RunContext(".", config_file="pyproject.toml",
+                     config_text="[project]\nname = 'x'\n[tool.reviewbot]\nselect = []\n")
+    (crash,) = engine.run(files, run, tmp_path).findings
+    assert crash.location() == ("pyproject.toml", 3)
+
+
 def test_a_file_that_kills_its_worker_loses_only_itself(tmp_path):
     for i in range(12):
         (tmp_path / f"f{i:02}.py").write_text("print(1)\n" + ("KILL_ME = 1\n" if i == 5 else ""))

@@ -97,6 +97,58 @@ def test_helper_returns_and_arguments_carry_the_label(tmp_path):
         finding.message
 
 
+def test_a_tensor_handed_down_several_calls_says_passed_by_a_caller_once(tmp_path):
+    """Each hand-off to a parameter does not prefix the reason again: the reason says where
+    the tensor came from, not how many calls it went through (the chain says that)."""
+    source = """
+    import torch
+    from torch import nn
+
+
+    def _penalty(logits):
+        return logits + 1
+
+
+    def _get_ranks(x, indices):
+        vals = x[torch.arange(0, len(x), device=x.device), indices]
+        return (x > vals[:, None]).sum(1)
+
+
+    def _read(ranks):
+        return ranks.tolist()
+
+
+    def get_logprobs(logprobs, ids):
+        ranks = _get_ranks(logprobs, ids)
+        return ranks.to("cpu"), _read(ranks), _forward_again(logprobs)
+
+
+    def _forward_again(values):
+        return _last(values)
+
+
+    def _last(values):
+        return values.item()
+
+
+    class Sampler(nn.Module):
+        def forward(self, logits: torch.Tensor, ids: torch.Tensor):
+            logits = _penalty(logits)
+            logprobs = torch.log_softmax(logits, dim=-1)
+            return get_logprobs(logprobs, ids)
+    """
+    reported = [f for rule in (RB101, RB102, RB103) for f in findings(tmp_path, source, rule)]
+    assert {f.code for f in reported} == {"RB101", "RB102", "RB103"}
+    for finding in reported:
+        assert "passed by a caller: passed by a caller" not in finding.message
+    (last,) = [f for f in reported if f.code == "RB102"]  # three calls down from forward
+    assert "hot path forward -> get_logprobs -> _forward_again -> _last" in last.message
+    assert last.message.endswith("[passed by a caller: computed by torch.log_softmax from "
+                                 "returned by _penalty() (passed by a caller: an input of "
+                                 "Sampler.forward, an nn.Module whose outputs are taken to be "
+                                 "on the GPU)]")
+
+
 def test_start_up_code_is_never_hot(tmp_path):
     source = """
     import torch

@@ -10,6 +10,8 @@ import ast
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from reviewbot.source import Columns
+
 _FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -20,7 +22,7 @@ class Definition:
     kind: str  # "module" | "class" | "function" | "method"
     name: str  # dotted within the module, e.g. "Runner.execute_model"
     line: int
-    column: int
+    column: int  # 1-based, in characters
     documented: bool
     private: bool  # _name or __name (not dunder)
     magic: bool  # __name__ other than __init__
@@ -48,18 +50,19 @@ def _has_docstring(node: ast.AST) -> bool:
     return doc is not None and doc.strip() != ""
 
 
-def collect_definitions(tree: ast.Module) -> list[Definition]:
-    """List the module and every class and function in it, outermost first."""
+def collect_definitions(tree: ast.Module, columns: Columns) -> list[Definition]:
+    """List the module and every class and function in it, outermost first (``columns``:
+    the module's text, for the definitions' character columns)."""
     defs: list[Definition] = [
         Definition("module", "<module>", 1, 1, _has_docstring(tree), False, False, False,
                    False, False, False, None)
     ]
-    _walk(defs, tree.body, 0, "", False, False)
+    _walk(defs, tree.body, 0, "", False, False, columns)
     return defs
 
 
 def _walk(defs: list[Definition], body: Iterable[ast.stmt], parent: int, prefix: str,
-          in_function: bool, in_class: bool) -> None:
+          in_function: bool, in_class: bool, columns: Columns) -> None:
     for node in body:
         if isinstance(node, (ast.ClassDef, *_FUNCTION_TYPES)):
             name = node.name
@@ -72,7 +75,7 @@ def _walk(defs: list[Definition], body: Iterable[ast.stmt], parent: int, prefix:
                     kind=kind,
                     name=prefix + name,
                     line=node.lineno,
-                    column=node.col_offset + 1,
+                    column=columns.column(node.lineno, node.col_offset),
                     documented=_has_docstring(node),
                     private=name.startswith("_") and not dunder,
                     magic=dunder and name != "__init__",
@@ -88,11 +91,11 @@ def _walk(defs: list[Definition], body: Iterable[ast.stmt], parent: int, prefix:
             )
             index = len(defs) - 1
             _walk(defs, node.body, index, prefix + name + ".",
-                  in_function or is_function, not is_function)
+                  in_function or is_function, not is_function, columns)
         else:
             # Definitions under if/try/with/for blocks still belong to this scope.
             for child_body in _child_bodies(node):
-                _walk(defs, child_body, parent, prefix, in_function, in_class)
+                _walk(defs, child_body, parent, prefix, in_function, in_class, columns)
 
 
 def _child_bodies(node: ast.stmt) -> Iterable[list[ast.stmt]]:

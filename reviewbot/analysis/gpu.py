@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from reviewbot.packs import PackData
+from reviewbot.source import Columns
 
 CUDA, CPU, VALUE, UNKNOWN = "cuda", "cpu", "value", "unknown"
 # An instance of a project class whose fields are declared (its why: the class's key).
@@ -100,9 +101,9 @@ class Site:
 
     code: str
     line: int
-    column: int  # 1-based
+    column: int  # 1-based, in characters (Columns), as every finding counts
     end_line: int
-    end_column: int  # 1-based, exclusive
+    end_column: int  # 1-based, in characters, exclusive
     function: str  # qualified name of the enclosing function
     what: str  # "`.tolist()` on sampled_token_ids"
     label: Label  # the tensor's label (its why says why it is on the GPU)
@@ -788,6 +789,7 @@ class ModuleAnalyzer:
         self.kept_on_cpu = (_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) | \
             frozenset(devices.get("kept_on_cpu", ()))
         self.source = Source(text)
+        self.columns = Columns(text)  # sites are reported in characters, not bytes
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
         # Lines that spell non_blocking: only functions holding one can hold an RB106 site
@@ -1279,10 +1281,8 @@ class FunctionWalker:
             return
         if label.kind not in (CUDA, UNKNOWN) and code not in ("RB105", "RB106"):
             return  # a host value or tensor: no rule reports it
-        self.sites.append(Site(code, node.lineno, node.col_offset + 1,
-                               getattr(node, "end_lineno", None) or node.lineno,
-                               (getattr(node, "end_col_offset", None) or node.col_offset) + 1,
-                               self.func.qualname, what, label))
+        self.sites.append(Site(code, *self.m.columns.span(node), self.func.qualname, what,
+                               label))
 
     def run(self) -> None:
         """Walk the function body."""

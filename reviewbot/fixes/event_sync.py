@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reviewbot.finding import Edit, Fix
-from reviewbot.source import char_column, split_lines
+from reviewbot.source import Columns, split_lines
 
 DEFAULT_HELPER = "_to_list"
 
@@ -228,9 +228,11 @@ def _dtype_and_rows(value: ast.expr | None) -> tuple[str | None, str | None]:
 class EventSyncFixer:
     """Builds the event-sync fix of a readback in one file."""
 
-    def __init__(self, tree: ast.Module, text: str, packs: Any, helper: str = DEFAULT_HELPER):
+    def __init__(self, tree: ast.Module, text: str, packs: Any, helper: str = DEFAULT_HELPER,
+                 columns: Columns | None = None):
         self.tree = tree
         self.lines = split_lines(text)
+        self.columns = columns or Columns(text)
         self.packs = packs
         self.helper = helper
         self._imported = {a.name for node in tree.body if isinstance(node, ast.Import)
@@ -278,10 +280,7 @@ class EventSyncFixer:
         return line[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
 
     def _call_edit(self, call: ast.Call, replacement: str) -> Edit:
-        end = call.end_lineno or call.lineno
-        return Edit(call.lineno, char_column(self.lines, call.lineno, call.col_offset), end,
-                    char_column(self.lines, end, call.end_col_offset or call.col_offset),
-                    replacement)
+        return Edit(*self.columns.span(call), replacement)
 
     # Methods ----------------------------------------------------------------------
     def _method_fix(self, call: ast.Call, tensor: ast.expr, source: str,

@@ -10,6 +10,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from reviewbot.links import rule_anchor
 from reviewbot.textsafe import printable
 
 SUMMARY_MARKER = "<!-- reviewbot:summary -->"
@@ -73,7 +74,7 @@ def _message(text: str, table: bool = False) -> str:
 
 def comment_body(finding: Any, suggestion: str | None, docs_url: str) -> str:
     """A line comment: the rule, the reason, a link to the docs, maybe a suggestion."""
-    anchor = f"{finding.code.lower()}-{finding.name}"
+    anchor = rule_anchor(finding)
     lines = [f"**{finding.code}** [{finding.name}]({docs_url}#{anchor}) ({finding.severity})",
              "", _message(finding.message)]
     if suggestion is not None:

@@ -26,8 +26,9 @@ from reviewbot.github.base_config import (BaseConfiguration, base_configuration,
 from reviewbot.github.diff import ChangedLines, FileChange, parse_patch
 from reviewbot.github.event import Event, read_event
 from reviewbot.github.markdown import SUMMARY_MARKER, comment_body, summary_markdown
+from reviewbot.links import RULES_DOCS
 
-DOCS_URL = "https://github.com/reviewbot-dev/reviewbot/blob/main/docs/rules.md"
+DOCS_URL = RULES_DOCS
 REPORTERS = ("github-pr-review", "github-check", "annotations")
 FAIL_LEVELS = ("none", "warning", "error")
 
@@ -352,7 +353,7 @@ def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
 
     from reviewbot.analysis.definitions import collect_definitions, counted
     from reviewbot.rules._docstring_options import excluded
-    from reviewbot.source import UnreadableSource, decode, parse_quietly, read_bytes
+    from reviewbot.source import Columns, UnreadableSource, decode, parse_quietly, read_bytes
 
     settings = config.settings.get("RB301", {})
     documented = total = 0
@@ -363,7 +364,8 @@ def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
         if change is None or excluded(rel, settings):
             continue
         try:
-            tree = parse_quietly(decode(read_bytes(str(file))).text)
+            text = decode(read_bytes(str(file))).text
+            tree = parse_quietly(text)
         except (UnreadableSource, SyntaxError, ValueError):
             continue
         spans = {}
@@ -373,7 +375,7 @@ def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
             elif isinstance(node, ast.ClassDef):
                 header_end = node.body[0].lineno if node.body else node.lineno + 1
                 spans[node.lineno] = range(node.lineno, header_end + 1)
-        for definition in counted(collect_definitions(tree), settings):
+        for definition in counted(collect_definitions(tree, Columns(text)), settings):
             span = spans.get(definition.line)
             if definition.kind == "module":
                 touched = change.status == "added"

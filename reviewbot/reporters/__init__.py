@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence, TextIO
 
 from reviewbot.finding import Finding
+from reviewbot.reporters.context import ReportContext
 from reviewbot.reporters import (concise, full, github, gitlab, json_lines, json_report,
                                  junit, pylint, rdjson, sarif, text)
 
@@ -25,11 +26,14 @@ FORMATS: dict[str, Callable[..., None]] = {
 # Formats that end with a summary line (-q leaves it out), and those that read the
 # checked files' lines again (to show them, or to fingerprint them).
 WITH_SUMMARY = frozenset({"text", "concise", "full"})
+# Formats that take the report's context (the working folder and the repository root).
+WITH_CONTEXT = frozenset({"text", "json", "sarif", "github"})
 READS_SOURCES = frozenset({"full", "rdjson", "gitlab"})
 
 
 def write_report(name: str, findings: Sequence[Finding], out: TextIO, color: bool,
-                 summary: bool = True, source: Any = None) -> None:
+                 summary: bool = True, source: Any = None,
+                 context: ReportContext | None = None) -> None:
     """Write ``findings`` in format ``name``; ``source`` (a Sources) for those that read
     the files' lines, ``summary`` off for ``-q``."""
     options: dict[str, Any] = {}
@@ -37,4 +41,6 @@ def write_report(name: str, findings: Sequence[Finding], out: TextIO, color: boo
         options["summary"] = summary
     if name in READS_SOURCES:
         options["source"] = source
+    if name in WITH_CONTEXT:
+        options["context"] = context
     FORMATS[name](findings, out, color, **options)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
 from reviewbot.finding import Finding
 from reviewbot.textsafe import printable
@@ -20,7 +20,7 @@ def _escape_property(value: str) -> str:
     return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
+def write(findings: Sequence[Finding], out: TextIO, color: bool, context: Any = None) -> None:
     """Write one workflow command per finding."""
     for f in findings:
         level = "error" if f.severity == "error" else "warning"

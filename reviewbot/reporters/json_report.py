@@ -20,7 +20,7 @@ def record(finding: Finding) -> dict[str, Any]:
     return {**finding.to_json(), "schema_version": SCHEMA_VERSION}
 
 
-def write(findings: Sequence[Finding], out: TextIO, color: bool) -> None:
+def write(findings: Sequence[Finding], out: TextIO, color: bool, context: Any = None) -> None:
     """Write the findings as a JSON array."""
     dump([record(f) for f in findings], out, indent=2, ensure_ascii=False)
     out.write("\n")

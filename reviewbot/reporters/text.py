@@ -1,8 +1,12 @@
-"""``path:line:col: CODE message`` lines and a summary line; colour only on a terminal."""
+"""``path:line:col: CODE message`` lines and a summary line; colour only on a terminal.
+
+Findings about the whole run (RB301's coverage of everything checked) come last, after
+every finding in a file, as ``path: CODE message``: their path names what was checked (a
+folder), which has no line or column."""
 
 from __future__ import annotations
 
-from typing import Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
 from reviewbot.finding import Finding
 from reviewbot.textsafe import line_start, printable
@@ -20,15 +24,17 @@ def _fix_mark(finding: Finding) -> str:
 
 
 def write(findings: Sequence[Finding], out: TextIO, color: bool, summary: bool = True,
-          details: bool = True) -> None:
+          details: bool = True, context: Any = None) -> None:
     """Write one line per finding (RB301's missing definitions below its line unless
     ``details`` is off) and a summary (unless ``summary`` is off)."""
 
     def paint(code: str, value: str) -> str:
         return f"{code}{value}{_RESET}" if color else value
 
-    for f in findings:
-        where = paint(_BOLD, f"{line_start(f.path)}:{f.line}:{f.column}:")
+    ordered = [f for f in findings if not f.run_level] + [f for f in findings if f.run_level]
+    for f in ordered:
+        where = paint(_BOLD, f"{line_start(f.path)}:" if f.run_level
+                      else f"{line_start(f.path)}:{f.line}:{f.column}:")
         code = paint(_RED if f.severity == "error" else _YELLOW, f.code)
         out.write(f"{where} {code}{_fix_mark(f)} {printable(f.message)}\n")
         missing = dict(f.details).get("missing")

@@ -113,9 +113,8 @@ class SyncRule(Rule):
             for node in ast.walk(root):
                 for child in ast.iter_child_nodes(node):
                     parents[child] = node
-                if isinstance(node, ast.Call):
-                    calls[(node.lineno, node.col_offset + 1, node.end_lineno,
-                           (node.end_col_offset or 0) + 1)] = node
+                if isinstance(node, ast.Call):  # by their spans, as sites record them
+                    calls[ctx.span(node)] = node
             index = ctx.memo[key] = {"calls": calls, "parents": parents}
         return index
 
@@ -138,7 +137,7 @@ class SyncRule(Rule):
         key = f"event-sync:{helper}"
         fixer = ctx.memo.get(key)
         if fixer is None:
-            fixer = EventSyncFixer(ctx.ast_tree, ctx.text, ctx.packs, helper)
+            fixer = EventSyncFixer(ctx.ast_tree, ctx.text, ctx.packs, helper, ctx.columns)
             ctx.memo[key] = fixer
         func = analysis.functions.get(site.function)
         if func is None:

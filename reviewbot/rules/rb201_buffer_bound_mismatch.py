@@ -9,7 +9,6 @@ from reviewbot.analysis.buffers import BufferAnalyzer, Mismatch, size_words
 from reviewbot.context import FileContext
 from reviewbot.finding import Edit, Finding, Fix
 from reviewbot.rule import Invalid, Rule, Valid
-from reviewbot.source import char_column, split_lines
 
 
 def _bytes(count: int) -> str:
@@ -118,20 +117,15 @@ class BufferBoundMismatch(Rule):
         if ctx.packs is None or not ctx.packs.size_bounds:
             return
         analyzer = BufferAnalyzer(ctx.ast_tree, ctx.packs, ctx.text)
-        lines = split_lines(ctx.text)
         for mismatch in analyzer.mismatches():
-            ctx.findings.append(self._finding(ctx, lines, mismatch))
+            ctx.findings.append(self._finding(ctx, mismatch))
 
-    def _finding(self, ctx: FileContext, lines: list[str], mismatch: Mismatch) -> Finding:
+    def _finding(self, ctx: FileContext, mismatch: Mismatch) -> Finding:
         buffer = mismatch.buffer
         call = buffer.call
         message = self.message(ctx, mismatch)
-        fix = self.fix(ctx, lines, mismatch)
-        return Finding(self.code, self.name, message, ctx.path, call.lineno,
-                       char_column(lines, call.lineno, call.col_offset),
-                       call.end_lineno or call.lineno,
-                       char_column(lines, call.end_lineno or call.lineno,
-                               call.end_col_offset or call.col_offset),
+        fix = self.fix(ctx, mismatch)
+        return Finding(self.code, self.name, message, ctx.path, *ctx.span(call),
                        self.severity, fix)
 
     def message(self, ctx: FileContext, mismatch: Mismatch) -> str:
@@ -157,7 +151,7 @@ class BufferBoundMismatch(Rule):
                  f"and the copy fails at run time")
         return text
 
-    def fix(self, ctx: FileContext, lines: list[str], mismatch: Mismatch) -> Fix | None:
+    def fix(self, ctx: FileContext, mismatch: Mismatch) -> Fix | None:
         """Replace the allocation's bound with the uses' bound, spelled as the class has it."""
         buffer = mismatch.buffer
         spellings = (mismatch.use_bound, *ctx.packs.size_bounds[mismatch.use_bound].aliases)
@@ -175,10 +169,7 @@ class BufferBoundMismatch(Rule):
             if spelling is None:
                 return None
             new = f"self.{spelling}" if isinstance(node, ast.Attribute) else spelling
-            end_line = node.end_lineno or node.lineno
-            edits.append(Edit(node.lineno, char_column(lines, node.lineno, node.col_offset),
-                              end_line, char_column(lines, end_line,
-                                                node.end_col_offset or node.col_offset), new))
+            edits.append(Edit(*ctx.span(node), new))
         if not edits:
             return None
         return Fix("unsafe", f"Size `self.{buffer.attr}` by {edits[0].content}", tuple(edits))

@@ -107,6 +107,4 @@ class PinnedAllocInHotPath(Rule):
                 ctx.findings.append(Finding(
                     self.code, self.name,
                     f"`{found.what}` in hot path {' -> '.join(chain)}: {harm}",
-                    ctx.path, node.lineno, node.col_offset + 1,
-                    node.end_lineno or node.lineno,
-                    (node.end_col_offset or node.col_offset) + 1, self.severity))
+                    ctx.path, *ctx.span(node), self.severity))

@@ -87,9 +87,7 @@ class UnguardedPinMemory(Rule):
                     self.code, self.name,
                     "`pin_memory=True` raises on a machine without CUDA; pass "
                     "`pin_memory=torch.cuda.is_available()` or check for CUDA first",
-                    ctx.path, node.lineno, node.col_offset + 1,
-                    node.end_lineno or node.lineno,
-                    (node.end_col_offset or node.col_offset) + 1, self.severity))
+                    ctx.path, *ctx.span(node), self.severity))
 
 
 def _guard_lines(scope: ast.AST) -> list[int]:

@@ -33,6 +33,14 @@ class DocstringCoverage(DocstringRule):
     it is also reported for each file below the threshold, and a table of every file
     is printed.
 
+    The finding about the run names what was checked (a folder) as its path, and comes
+    last in the text report. Viewers that need a file and a line (SARIF, GitHub code
+    scanning) show it at `details.location`: the configuration file, at the line that
+    names RB301 (where the threshold is set, and a line that stays put from run to run,
+    so the alert keeps its identity), when that file is inside the repository; otherwise
+    the checked file with the most undocumented definitions, at line 1 (where docstrings
+    would help most).
+
     ## Why is this bad?
     The per-step code of an inference engine is read far more often than it is written:
     a helper such as `_to_list` that exists to avoid a cross-thread CUDA stall loses its
@@ -124,11 +132,22 @@ class DocstringCoverage(DocstringRule):
         percent = coverage_percent(documented, total)
         if round(percent, 2) < threshold:
             findings.insert(0, self._finding(run.root_display, percent, documented, total,
-                                             threshold, missing))
+                                             threshold, missing, self._location(facts, run)))
         return findings
 
+    def _location(self, facts: Mapping[str, Any], run: RunContext) -> dict[str, Any]:
+        """Where a viewer that needs a file shows the run's finding: the configuration file
+        at the line naming RB301 (where the threshold is set, and a place that stays put
+        from run to run), else the file with the most undocumented definitions, at line 1
+        (where docstrings would help most; the first by name among equals)."""
+        if run.config_file is not None:
+            return {"path": run.config_file, "line": run.config_line(self.code)}
+        worst = max(sorted(facts), key=lambda path: sum(1 for d in facts[path] if not d[3]))
+        return {"path": worst, "line": 1}
+
     def _finding(self, path: str, percent: float, documented: int, total: int,
-                 threshold: float, missing: list[str]) -> Finding:
+                 threshold: float, missing: list[str],
+                 location: dict[str, Any] | None = None) -> Finding:
         return Finding(
             code=self.code,
             name=self.name,
@@ -141,5 +160,6 @@ class DocstringCoverage(DocstringRule):
             end_column=1,
             severity=self.severity,
             details=(("coverage", round(percent, 2)), ("documented", documented),
+                     *((("location", location),) if location is not None else ()),
                      ("missing", missing), ("threshold", threshold), ("total", total)),
         )
