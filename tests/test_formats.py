@@ -479,7 +479,10 @@ def test_each_format_from_the_cli_on_hostile_files(name, hostile_tree, run_cli,
         elif name == "json":
             paths = [f["path"] for f in data]
         else:
-            paths = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            from urllib.parse import unquote
+
+            # SARIF's URIs are percent-encoded: the name comes back whole once decoded.
+            paths = [unquote(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
                      for r in data["runs"][0]["results"]]
         assert any(HOSTILE_FILE in p for p in paths)
     elif name == "json-lines":

@@ -758,7 +758,9 @@ def combine(labels: Iterable[Label]) -> Label:
         host = next((label for label in labels if label.kind == CPU), None)
         return host if host is not None else weak
     kinds = {label.kind for label in labels}
-    if kinds and kinds <= {CPU, VALUE} and CPU in kinds:
+    if CPU in kinds and kinds <= {CPU, VALUE, UNKNOWN}:
+        # A host tensor in an op puts the result on the host (tensors on two devices in
+        # one op are an error), whatever the unknown operands are.
         return next(label for label in labels if label.kind == CPU)
     if kinds == {VALUE}:
         return VALUE_L
