@@ -787,6 +787,9 @@ class ModuleAnalyzer:
         self.other_platform = bool(devices.get("other_platform"))
         # function -> tensor parameters a caller elsewhere fills with a host value
         self.host_params: dict[str, list[str]] = devices.get("host_params", {}) or {}
+        # Fields some code in the project sets to a host copy: their device depends on
+        # when they are read, so the default device is not assumed for them.
+        self.moved_to_host = frozenset(devices.get("moved_to_host", ()))
         # Names a module declares kept on the CPU (`dict(grid_thw=...(keep_on_cpu=True))`).
         self.kept_on_cpu = (_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) | \
             frozenset(devices.get("kept_on_cpu", ()))
@@ -1658,6 +1661,8 @@ class FunctionWalker:
             return Label(VALUE, f"`{owner}.{attr}` is declared a host value")
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
+        if attr in self.m.moved_to_host:
+            return UNKNOWN_L
         if self.m.default_cuda:
             return Label(CUDA, f"`{owner}.{attr}` is declared torch.Tensor and nothing puts it "
                                "on the CPU (devices.default: cuda)", mask_named(attr), weak=True)

@@ -132,6 +132,28 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
 
 
 # Summaries ------------------------------------------------------------------------------
+def _host_copy(expr: ast.expr) -> bool:
+    """A value that is a host copy of a tensor: ``t.cpu()``, ``t.to("cpu")``,
+    ``t.numpy()``, ``t.tolist()``, or the result of a helper named for it (``_d2h(t)``,
+    ``to_cpu(t)``)."""
+    from reviewbot.analysis.gpu import host_named
+
+    if not isinstance(expr, ast.Call):
+        return False
+    func = expr.func
+    if isinstance(func, ast.Attribute):
+        if func.attr in ("cpu", "numpy", "tolist") and not expr.args:
+            return True
+        if func.attr == "to" and any(isinstance(a, ast.Constant) and a.value == "cpu"
+                                     for a in (*expr.args, *(k.value for k in expr.keywords
+                                                             if k.arg == "device"))):
+            return True
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    lowered = name.lower()
+    return "d2h" in lowered or "to_cpu" in lowered or "to_host" in lowered or (
+        host_named(name) and not name.startswith(("is_", "has_")))
+
+
 def _host_argument(expr: ast.expr) -> bool:
     """An argument that is a host value by its spelling: a host-named variable or field,
     or a ``.cpu()`` / ``.numpy()`` / ``.tolist()`` result."""
@@ -176,6 +198,8 @@ class _Summariser:
             from reviewbot.analysis.gpu import _kept_on_cpu
 
             self.kept = _kept_on_cpu(tree)
+        # Fields this module sets to a host copy (`out.ids = out.ids.cpu()`, `= _d2h(x)`).
+        self.moved: set[str] = set()
         # Attribute names the module reads or calls (to pick the project facts it needs).
         self.names = set(_ATTRIBUTE.findall(text))
         for node in tree.body:
@@ -189,6 +213,8 @@ class _Summariser:
                "names": sorted(self.names)}
         if self.kept:
             out["kept_on_cpu"] = sorted(self.kept)
+        if self.moved:
+            out["moved_to_host"] = sorted(self.moved)
         return out
 
     def _imports(self, body: list[ast.stmt]) -> None:
@@ -443,6 +469,8 @@ class _Summariser:
         if isinstance(stmt, ast.AnnAssign):
             typ = self._type_of(stmt.annotation) or typ
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if value is not None and _host_copy(value):
+            self.moved.update(t.attr for t in targets if isinstance(t, ast.Attribute))
         for target in targets:
             if isinstance(target, ast.Name):
                 if typ:
@@ -845,6 +873,7 @@ class HotFacts:
     tensor_returns: frozenset[str] = frozenset()
     names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
     kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
+    moved_to_host: frozenset[str] = frozenset()  # fields set to a host copy somewhere
     # rel -> function -> tensor parameters some caller fills with a host value
     host_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
@@ -870,6 +899,9 @@ class HotFacts:
             out["kept_on_cpu"] = sorted(self.kept_on_cpu)
         if rel in self.host_params:
             out["host_params"] = self.host_params[rel]
+        moved = names & self.moved_to_host
+        if moved:
+            out["moved_to_host"] = sorted(moved)
         return out
 
     def digest(self, rel: str, devices: dict[str, Any] | None = None) -> str:
@@ -1207,12 +1239,14 @@ class Linker:
         field_kinds: dict[str, set[str]] = {}
         return_kinds: dict[str, set[str]] = {}
         kept: set[str] = set()
+        moved: set[str] = set()
         for entry in self.index.modules.values():
             summary = entry.summary
             if not summary:
                 continue
             facts.names[entry.rel] = frozenset(summary.get("names", ()))
             kept.update(summary.get("kept_on_cpu", ()))
+            moved.update(summary.get("moved_to_host", ()))
             for info in summary["classes"].values():
                 for name, kind in info.get("fields", {}).items():
                     field_kinds.setdefault(name, set()).add(kind)
@@ -1220,8 +1254,10 @@ class Linker:
                 name = local.rpartition(".")[2]
                 return_kinds.setdefault(name, set()).add(info.get("returns", ""))
         facts.kept_on_cpu = frozenset(kept)
+        facts.moved_to_host = frozenset(moved)
         facts.tensor_fields = frozenset(n for n, kinds in field_kinds.items()
-                                        if kinds == {"tensor"} and n not in kept)
+                                        if kinds == {"tensor"} and n not in kept
+                                        and n not in moved)
         facts.tensor_returns = frozenset(n for n, kinds in return_kinds.items()
                                          if kinds == {"tensor"} and not n.startswith("__"))
         for qual, chain in chains.items():
