@@ -473,3 +473,107 @@ def test_a_deep_inheritance_chain_and_call_chain_do_not_crash_the_link(tmp_path,
     result = run_cli(["check", ".", "--select", "RB1"], cwd=root)
     # The link phase finishes; the file's own walk may give up on it as an RB002, per file.
     assert result.code in (0, 1) and "internal error" not in result.err, result.err
+
+
+HOST_FLOWS = {
+    "eng/__init__.py": "",
+    # The step: calls helpers in other modules, some with host values.
+    "eng/runner.py": """
+        import functools
+        import torch
+        import vllm
+        from eng.ops import count_tokens, lengths_of, shapes_of
+        from eng.outputs import StepOutput
+
+        class ModelRunner:
+            def execute_model(self, ids: torch.Tensor, lens: torch.Tensor,
+                              out: StepOutput):
+                lens_cpu = lens.cpu()
+                shapes_of(lens_cpu)              # a host value: not taken for the GPU
+                count_tokens(ids)                # no host value: stays on the GPU
+                lengths_of(lens, hint=None)      # the hint not passed: fallback runs
+                self.grid(ids.shape[0])
+                out.ids = out.ids.cpu()          # the output's field is copied to host
+                return out
+
+            @functools.lru_cache(maxsize=8)
+            def grid(self, n: int):
+                return torch.arange(n, device="cuda").tolist()   # once per n
+    """,
+    "eng/ops.py": """
+        import torch
+
+        def shapes_of(shapes: torch.Tensor):
+            return shapes.tolist()
+
+        def count_tokens(ids: torch.Tensor):
+            return ids.sum().item()
+
+        def lengths_of(lens: torch.Tensor, hint: torch.Tensor | None = None):
+            if hint is None:
+                hint = lens.max().item()   # only when a caller did not pass it
+            return hint
+
+        def moved(maps: torch.Tensor):
+            device = maps.device
+            assert maps.device.type == "cpu"
+            counts = torch.zeros(4, device=device)
+            return counts.max().item()
+    """,
+    "eng/outputs.py": """
+        import torch
+        from dataclasses import dataclass
+
+        @dataclass
+        class StepOutput:
+            ids: torch.Tensor
+            logits: torch.Tensor
+    """,
+    "eng/reader.py": """
+        import torch
+        from eng.outputs import StepOutput
+        from eng.ops import moved
+
+        class Reader:
+            def execute_model(self, out: StepOutput, x: torch.Tensor):
+                a = out.ids.tolist()        # a field the project copies to the host
+                b = out.logits.tolist()     # declared torch.Tensor, never moved: GPU
+                c = nonzero_of(self.table[0] == torch.tensor([3]))  # a host tensor: host
+                d = x._needs_fusion and x.skip_bias_add   # flags on a tensor object
+                e = moved(x)
+                return a, b, c, d, e
+
+        def nonzero_of(mask: torch.Tensor):
+            return mask.nonzero()
+    """,
+    "eng/cpu/attn.py": """
+        import torch
+
+        class CpuAttention(torch.nn.Module):
+            def forward(self, seq_lens: torch.Tensor):
+                return seq_lens.max().item()   # the CPU backend's own folder
+    """,
+    "tests/test_runner.py": """
+        import torch
+
+        class TinyModel(torch.nn.Module):
+            def forward(self, x: torch.Tensor):
+                return x.sum().item()      # a test's model is not the engine's step
+    """,
+}
+
+
+def test_host_values_across_modules_and_paths_off_the_cuda_path(tmp_path, run_cli):
+    root = write_project(tmp_path, HOST_FLOWS, 'devices = { default = "cuda" }\n')
+    found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
+    # Still found: the helper given a GPU tensor, and the field nobody moves to the host.
+    assert ("eng/ops.py", 8) in found
+    assert ("eng/reader.py", 9) in found
+    # Not reported: a parameter a caller fills with a host value (`lens_cpu`), a
+    # memoised function, an optional parameter's fallback, a field copied to the host
+    # elsewhere, a host tensor in an op, flags set on a tensor object, a device read
+    # before an assert that the tensor is on the CPU, the CPU backend's folder, tests.
+    for quiet in (("eng/ops.py", 5), ("eng/runner.py", 22), ("eng/ops.py", 12),
+                  ("eng/reader.py", 8), ("eng/reader.py", 16), ("eng/reader.py", 11),
+                  ("eng/ops.py", 19), ("eng/cpu/attn.py", 6), ("tests/test_runner.py", 6)):
+        assert quiet not in found, quiet
