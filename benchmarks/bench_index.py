@@ -7,7 +7,9 @@ worktree of the commit before the project index, with ``pip install -e .``):
 - cold: a whole-tree check of vLLM 0.33.0 with an empty cache folder;
 - nothing changed: the same again with the cache the cold run filled;
 - one changed file, warm: a comment appended to a leaf module and to a hub module (one
-  that many modules import), then the check again;
+  that many modules import), then the check again; and the same with a new function
+  appended instead (`leaf_def`, `hub_def`: the file's summary changes, so the project is
+  linked again);
 - peak memory of the largest process (and of all together) with ``--jobs 2`` on vLLM
   0.33.0 and SGLang 0.5.23 checked together (copies of both trees under one root).
 
@@ -34,6 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from trees import DATA, BenchError, tree_for  # noqa: E402
 
 LEAF = "vllm/v1/sample/ops/penalties.py"
+# The edits: a comment (what the link reads of the file stays the same, so the linked facts
+# recorded by the last run are reused), and a new function that calls another (the file's
+# summary changes, so the project is linked again).
+COMMENT = b"\n# edited by a benchmark\n"
+FUNCTION = b"\n\ndef _added_by_a_benchmark(x):\n    return len(list(x))\n"
 HUB = "vllm/logger.py"
 
 
@@ -65,16 +72,22 @@ def sample_memory(pid: int, stop: threading.Event, out: dict) -> None:
             if not proc.name.isdigit():
                 continue
             try:
-                stat = (proc / "stat").read_text().split()
+                parent = _parent(proc / "stat")
                 rss = int((proc / "statm").read_text().split()[1]) * page
             except (OSError, IndexError, ValueError):
                 continue
-            if int(proc.name) == pid or _descends(int(stat[3]), pid):
+            if int(proc.name) == pid or _descends(parent, pid):
                 total += rss
                 largest = max(largest, rss)
         out["total"] = max(out.get("total", 0), total)
         out["largest"] = max(out.get("largest", 0), largest)
         stop.wait(0.02)
+
+
+def _parent(stat: Path) -> int:
+    """The parent pid in a /proc stat file (read after the command name, which may hold
+    spaces and parentheses)."""
+    return int(stat.read_text().rpartition(")")[2].split()[1])
 
 
 def _descends(ppid: int, root: int) -> bool:
@@ -83,7 +96,7 @@ def _descends(ppid: int, root: int) -> bool:
         if ppid == root:
             return True
         try:
-            ppid = int(Path(f"/proc/{ppid}/stat").read_text().split()[3])
+            ppid = _parent(Path(f"/proc/{ppid}/stat"))
         except (OSError, IndexError, ValueError):
             return False
         seen += 1
@@ -118,7 +131,8 @@ def check_cmd(tool: str, cache: Path, jobs: int | None, *paths: str) -> list[str
 
 
 def bench(label: str, tool: str, tree: Path, repeat: int) -> dict:
-    results: dict = {"cold": [], "unchanged": [], "leaf": [], "hub": []}
+    results: dict = {"cold": [], "unchanged": [], "leaf": [], "hub": [],
+                     "leaf_def": [], "hub_def": []}
     findings = None
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as folder:
@@ -127,11 +141,12 @@ def bench(label: str, tool: str, tree: Path, repeat: int) -> dict:
             results["cold"].append(wall)
             findings = info["findings"]
             results["unchanged"].append(run(check_cmd(tool, cache, None, "."), tree)[0])
-            for case, rel in (("leaf", LEAF), ("hub", HUB)):
+            for case, rel, edit in (("leaf", LEAF, COMMENT), ("hub", HUB, COMMENT),
+                                    ("leaf_def", LEAF, FUNCTION), ("hub_def", HUB, FUNCTION)):
                 path = tree / rel
                 original = path.read_bytes()
                 try:
-                    path.write_bytes(original + b"\n# edited by a benchmark\n")
+                    path.write_bytes(original + edit)
                     results[case].append(run(check_cmd(tool, cache, None, "."), tree)[0])
                 finally:
                     path.write_bytes(original)

@@ -13,6 +13,7 @@ from reviewbot.rules.rb103_blocking_copy_to_host import BlockingCopyToHost
 from reviewbot.rules.rb104_implicit_sync import ImplicitSync
 from reviewbot.rules.rb105_explicit_sync import ExplicitSync
 from reviewbot.rules.rb106_unsynchronised_async_copy import UnsynchronisedAsyncCopy
+from reviewbot.rules.rb107_blocking_copy_to_device import BlockingCopyToDevice
 from reviewbot.rules.rb201_buffer_bound_mismatch import BufferBoundMismatch
 from reviewbot.rules.rb202_pinned_alloc_in_hot_path import PinnedAllocInHotPath
 from reviewbot.rules.rb203_unguarded_pin_memory import UnguardedPinMemory
@@ -29,6 +30,7 @@ RULES: tuple[type[Rule], ...] = (
     ImplicitSync,
     ExplicitSync,
     UnsynchronisedAsyncCopy,
+    BlockingCopyToDevice,
     BufferBoundMismatch,
     PinnedAllocInHotPath,
     UnguardedPinMemory,

@@ -119,13 +119,14 @@ _OPERATORS = ("==", "!=", "<", "~", "logical_", "isnan", "isinf", "non_blocking"
               "equal(")
 _GREATER = re.compile(r">(?<!->)").search  # a comparison, not a return annotation
 # Text without which a function holds no site: sync calls, data-dependent ops, tests and
-# comparisons (conditions, masks), and non_blocking copies.
+# comparisons (conditions, masks), non_blocking copies, and copies onto the GPU.
 _CANDIDATE_TESTS = (
     re.compile(r"if(?<=\bif)\b").search,
     lambda text: any(operator in text for operator in _OPERATORS) or None,
     re.compile(r"[wao](?<=\b[wao])(?:(?<=w)hile|(?<=a)(?:ssert|nd)|(?<=o)r)\b").search,
     _GREATER,
-    re.compile(r"\.(?:tolist|item|cpu|numpy|to|copy_|synchronize|nonzero|unique|"
+    lambda text: ("tensor(" in text and "device" in text) or None,  # RB107
+    re.compile(r"\.(?:tolist|item|cpu|cuda|numpy|to|copy_|synchronize|nonzero|unique|"
                r"unique_consecutive|masked_select|argwhere|repeat_interleave|bool|any|all|eq|"
                r"ne|gt|lt|ge|le|isin)\s*\(").search,
     re.compile(r"[bifwnumars](?<=\b[bifwnumars])(?:(?<=b)ool|(?<=i)nt|(?<=f)loat|(?<=w)here|"
@@ -1284,7 +1285,7 @@ class FunctionWalker:
         """Record a site (in the reporting pass, outside sync-allowed blocks)."""
         if not self.report or (self.allowed and code != "RB106"):
             return
-        if label.kind not in (CUDA, UNKNOWN) and code not in ("RB105", "RB106"):
+        if label.kind not in (CUDA, UNKNOWN) and code not in ("RB105", "RB106", "RB107"):
             return  # a host value or tensor: no rule reports it
         self.sites.append(Site(code, *self.m.columns.span(node), self.func.qualname, what,
                                label))
@@ -1910,6 +1911,11 @@ class FunctionWalker:
             device = self._device_of(node, args, kwargs, None)
             if device is not None:
                 if device.kind == DEV_CUDA:
+                    if name in ("tensor", "as_tensor") and args and args[0].kind != CUDA \
+                            and not _is_true(_kw(node, "non_blocking")):
+                        self.site("RB107", node, f"`{qual}(...)` copies host data onto "
+                                  f"{device.why or 'a CUDA device'}", args[0]
+                                  if args[0].kind == CPU else Label(VALUE, "host data"))
                     return Label(CUDA, f"allocated on {device.why or 'a CUDA device'} at line "
                                        f"{node.lineno}", _bool_dtype(node))
                 if device.kind == DEV_CPU:
@@ -1978,6 +1984,8 @@ class FunctionWalker:
             self.site("RB103", node, f"`.numpy()` on `{recv()}`", receiver)
             return VALUE_L
         if method == "cuda":
+            if receiver.kind == CPU and not _is_true(_kw(node, "non_blocking")):
+                self.site("RB107", node, f"`.cuda()` of the host tensor `{recv()}`", receiver)
             return Label(CUDA, f"moved with .cuda() at line {node.lineno}")
         if method == "pin_memory":
             return Label(CPU, f"pinned at line {node.lineno}")
@@ -1986,6 +1994,9 @@ class FunctionWalker:
             if target is None:
                 return receiver
             if target.kind in (DEV_CUDA, CUDA):
+                if receiver.kind == CPU and not non_blocking:
+                    self.site("RB107", node, f"`.to(...)` of the host tensor `{recv()}` to the "
+                              "GPU without `non_blocking=True`", receiver)
                 return Label(CUDA, f"moved to {target.why or 'the GPU'} at line {node.lineno}")
             if target.kind in (DEV_CPU, CPU):
                 if receiver.kind == CUDA and non_blocking:

@@ -84,7 +84,8 @@ class SyncRule(Rule):
                 continue
             if site.label.kind == UNKNOWN and not include_unknown:
                 continue
-            if site.label.kind not in (CUDA, UNKNOWN) and self.code not in ("RB105", "RB106"):
+            if site.label.kind not in (CUDA, UNKNOWN) and \
+                    self.code not in ("RB105", "RB106", "RB107"):
                 continue
             chain = analysis.hot.get(site.function)
             if self.hot_only and chain is None:
