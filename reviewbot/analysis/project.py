@@ -132,6 +132,11 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
 
 
 # Summaries ------------------------------------------------------------------------------
+# Text without which no argument is a host value by its spelling (see _host_argument).
+_HOST_HINT = re.compile(r"(?<![A-Za-z0-9])(?:cpu|np|numpy|host|pinned|list|lst|tolist)"
+                        r"(?![A-Za-z0-9])", re.IGNORECASE)
+
+
 def _host_copy(expr: ast.expr) -> bool:
     """A value that is a host copy of a tensor: ``t.cpu()``, ``t.to("cpu")``,
     ``t.numpy()``, ``t.tolist()``, or the result of a helper named for it (``_d2h(t)``,
@@ -359,6 +364,9 @@ class _Summariser:
         ``t.numpy()``) as an argument: [callee ref, positions, keywords]. A tensor
         parameter a caller fills with a host value is not taken to be on the GPU."""
         out: list[list[Any]] = []
+        first, last = node.lineno, node.end_lineno or node.lineno
+        if not _HOST_HINT.search("\n".join(self.lines[first - 1:last])):
+            return out  # no host-looking argument can be spelled: no walk
         for call in ast.walk(node):
             if not isinstance(call, ast.Call) or not (call.args or call.keywords):
                 continue
