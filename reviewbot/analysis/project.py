@@ -133,7 +133,9 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
 
 # Summaries ------------------------------------------------------------------------------
 # Text without which no argument is a host value by its spelling (see _host_argument).
-_HOST_HINT = re.compile(r"(?<![A-Za-z0-9])(?:cpu|np|numpy|host|pinned|list|lst|tolist)"
+# (`*_list` names are left out: a Python list is rarely passed for a tensor parameter, and
+# `List[...]` annotations would send nearly every function to the walk.)
+_HOST_HINT = re.compile(r"(?<![A-Za-z0-9])(?:cpu|np|numpy|host|pinned|tolist)"
                         r"(?![A-Za-z0-9])", re.IGNORECASE)
 
 
@@ -166,11 +168,9 @@ def _host_argument(expr: ast.expr) -> bool:
 
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
         return expr.func.attr in ("cpu", "numpy", "tolist") and not expr.args
-    if isinstance(expr, ast.Name):
-        return host_named(expr.id)
-    if isinstance(expr, ast.Attribute):
-        return host_named(expr.attr)
-    return False
+    name = expr.id if isinstance(expr, ast.Name) else \
+        expr.attr if isinstance(expr, ast.Attribute) else None
+    return name is not None and _HOST_HINT.search(name) is not None and host_named(name)
 
 
 def _dotted(expr: ast.expr) -> str | None:
