@@ -24,6 +24,9 @@ class Allocation:
     node: ast.Call
     what: str  # "pin_memory=True", ".pin_memory()", "torch.cuda.Event()"
     literal_pin: bool  # pin_memory=True spelled as a literal
+    # The call itself allocates (a torch factory or tensor method), rather than passing
+    # `pin_memory=` on to a helper that does (the helper's own call is the allocation).
+    direct: bool = True
 
 
 def _pin_argument(call: ast.Call) -> ast.expr | None:
@@ -33,13 +36,16 @@ def _pin_argument(call: ast.Call) -> ast.expr | None:
 def allocation(call: ast.Call, names: Names) -> Allocation | None:
     """The allocation ``call`` makes, if any."""
     pin = _pin_argument(call)
+    func = call.func
     if pin is not None:
+        direct = (names.qualify(func) or "").startswith("torch.") or (
+            isinstance(func, ast.Attribute) and (func.attr.startswith("new_") or func.attr in (
+                "to", "empty_like", "zeros_like", "ones_like", "full_like")))
         if isinstance(pin, ast.Constant):
             if pin.value is True:
-                return Allocation(call, "pin_memory=True", True)
+                return Allocation(call, "pin_memory=True", True, direct)
             return None
-        return Allocation(call, f"pin_memory={ast.unparse(pin)}", False)
-    func = call.func
+        return Allocation(call, f"pin_memory={ast.unparse(pin)}", False, direct)
     if isinstance(func, ast.Attribute) and func.attr == "pin_memory" and not call.args:
         return Allocation(call, ".pin_memory()", False)
     qual = names.qualify(func) or ""
