@@ -577,35 +577,3 @@ def test_host_values_across_modules_and_paths_off_the_cuda_path(tmp_path, run_cl
                   ("eng/reader.py", 8), ("eng/reader.py", 16), ("eng/reader.py", 11),
                   ("eng/ops.py", 19), ("eng/cpu/attn.py", 6), ("tests/test_runner.py", 6)):
         assert quiet not in found, quiet
-
-
-def test_what_a_sync_allowed_block_calls_is_not_hot(tmp_path, run_cli):
-    root = write_project(tmp_path, {
-        "eng/__init__.py": "",
-        "eng/runner.py": """
-            import torch
-            import vllm
-            from contextlib import nullcontext
-            from eng.padding import pad_across_ranks
-            from vllm.utils.gpu_sync_debug import gpu_sync_allowed
-
-            class ModelRunner:
-                def execute_model(self, t: torch.Tensor, gloo: bool):
-                    with nullcontext() if gloo else gpu_sync_allowed():
-                        pad_across_ranks(t)        # another module
-                        self._local(t)             # this module
-                    with torch.no_grad():
-                        self._counted(t)           # an ordinary context: still hot
-                def _local(self, t: torch.Tensor):
-                    return t.max().item()
-                def _counted(self, t: torch.Tensor):
-                    return t.sum().item()
-        """,
-        "eng/padding.py": """
-            import torch
-            def pad_across_ranks(t: torch.Tensor):
-                return t.min().item()
-        """,
-    }, 'devices = { default = "cuda" }\n')
-    found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
-    assert found == {("eng/runner.py", 18)}

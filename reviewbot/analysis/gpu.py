@@ -960,15 +960,6 @@ class ModuleAnalyzer:
         return func.cls is not None and func.cls.is_module and \
             func.name in self.packs.module_entry_points
 
-    def sync_allowed(self, expr: ast.expr) -> bool:
-        """Whether a context manager allows syncs (a pack's sync-allowed context; either
-        side of ``a() if c else b()``)."""
-        if isinstance(expr, ast.IfExp):
-            return self.sync_allowed(expr.body) or self.sync_allowed(expr.orelse)
-        target = expr.func if isinstance(expr, ast.Call) else expr
-        qual = self.names.qualify(target) or ""
-        return _matches(qual.rsplit(".", 1)[-1], self.packs.sync_allowed_contexts)
-
     def callees(self, func: FunctionInfo) -> list[FunctionInfo]:
         """Functions of this module that ``func`` calls (directly or through ``self``)."""
         found = self._callees.get(func.qualname)
@@ -980,18 +971,12 @@ class ModuleAnalyzer:
         """The function's text without the blocks behind guards (debug and environment
         flags, CUDA-graph capture, other platforms): what they call is not hot."""
         text = func.summary.text
-        if "if" not in text and "with" not in text:
+        if "if" not in text:
             return text
         lines = text.split("\n")
         first = func.node.lineno
         blanked = False
         for node in ast.walk(func.node):
-            if isinstance(node, (ast.With, ast.AsyncWith)) and node.body and any(
-                    self.sync_allowed(item.context_expr) for item in node.items):
-                for number in range(node.body[0].lineno, (node.body[-1].end_lineno or 0) + 1):
-                    if 0 <= number - first < len(lines):
-                        lines[number - first] = ""  # what a sync-allowed block calls
-                        blanked = True
             for block in ("body", "orelse", "finalbody"):
                 stmts = getattr(node, block, None)
                 if not isinstance(stmts, list):
@@ -1500,7 +1485,9 @@ class FunctionWalker:
                        for t in stmt.targets) for stmt in node.body)
 
     def _sync_allowed(self, expr: ast.expr) -> bool:
-        return self.m.sync_allowed(expr)
+        target = expr.func if isinstance(expr, ast.Call) else expr
+        qual = self.m.names.qualify(target) or ""
+        return _matches(qual.rsplit(".", 1)[-1], self.m.packs.sync_allowed_contexts)
 
     def _names_module(self, annotation: ast.expr) -> bool:
         qual = self.m.names.qualify(annotation) or ""

@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 9
+SUMMARY_VERSION = 8
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -137,24 +137,6 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
 # `List[...]` annotations would send nearly every function to the walk.)
 _HOST_HINT = re.compile(r"(?<![A-Za-z0-9])(?:cpu|np|numpy|host|pinned|tolist)"
                         r"(?![A-Za-z0-9])", re.IGNORECASE)
-
-
-def _context_names(stmt: ast.With | ast.AsyncWith) -> set[str]:
-    """The last names of a ``with`` statement's context managers (both sides of a
-    conditional one: ``nullcontext() if c else gpu_sync_allowed()``)."""
-    names: set[str] = set()
-    for item in stmt.items:
-        exprs = [item.context_expr]
-        while exprs:
-            expr = exprs.pop()
-            if isinstance(expr, ast.IfExp):
-                exprs += [expr.body, expr.orelse]
-                continue
-            target = expr.func if isinstance(expr, ast.Call) else expr
-            dotted = _dotted(target)
-            if dotted:
-                names.add(dotted.rpartition(".")[2])
-    return names
 
 
 def _host_copy(expr: ast.expr) -> bool:
@@ -422,18 +404,10 @@ class _Summariser:
                     if 0 <= number - first < len(flags) and flags[number - first] < value:
                         flags[number - first] = value
 
-        # Lines inside a `with` block -> the names of its context managers (innermost).
-        contexts: dict[int, str] = {}
         stack: list[ast.stmt] = list(node.body)
         optional = optional_parameters(node)
         while stack:
             stmt = stack.pop()
-            if isinstance(stmt, (ast.With, ast.AsyncWith)) and stmt.body:
-                key = ",".join(sorted(_context_names(stmt)))
-                if key:
-                    for number in range(stmt.body[0].lineno,
-                                        (stmt.body[-1].end_lineno or 0) + 1):
-                        contexts[number - first] = key
             if isinstance(stmt, ast.If):
                 quiet_body, quiet_else = guard_of(stmt.test)
                 fallback = _fallback_guard(stmt, optional)
@@ -455,9 +429,6 @@ class _Summariser:
         calls: list[str] = []
         loop_calls: list[str] = []
         seen: set[str] = set()
-        # Calls made only inside a `with` block, by its context managers: the link leaves
-        # out those under a sync-allowed context (the packs name them).
-        within: dict[str, list[str]] = {}
         for offset, flag in enumerate(flags):
             if flag == 2:
                 continue
@@ -475,21 +446,12 @@ class _Summariser:
                 ref = self._text_ref(dotted, types, on_super)
                 if ref is None:
                     continue
-                context = contexts.get(offset)
-                if context is not None:
-                    refs = within.setdefault(context, [])
-                    if ref not in refs:
-                        refs.append(ref)
-                elif ref not in seen:
+                if ref not in seen:
                     seen.add(ref)
                     calls.append(ref)
                 if flag == 1 and ref not in loop_calls:
                     loop_calls.append(ref)
         out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
-        within = {key: [r for r in refs if r not in seen] for key, refs in within.items()}
-        within = {key: refs for key, refs in within.items() if refs}
-        if within:
-            out["with_calls"] = within
         if node.decorator_list:
             if memoised(node):
                 out["memo"] = True  # runs once per distinct arguments: never hot
@@ -975,7 +937,6 @@ class Linker:
         self.functions: dict[str, tuple[ModuleEntry, str]] = {}
         self.classes: dict[str, tuple[ModuleEntry, str, dict[str, Any]]] = {}
         self.by_method: dict[str, list[str]] = {}
-        self._allowing_cache: dict[str, bool] = {}
         self.by_function: dict[str, list[str]] = {}  # module-level functions by name
         for name, entry in index.modules.items():
             summary = entry.summary
@@ -1160,19 +1121,7 @@ class Linker:
         out: list[str] = []
         for ref in info["calls"]:
             out.extend(self._resolve_ref(ref, cls))
-        for key, refs in info.get("with_calls", {}).items():
-            if not self._allowing(key):
-                for ref in refs:
-                    out.extend(self._resolve_ref(ref, cls))
         return out
-
-    def _allowing(self, key: str) -> bool:
-        """Whether a `with` block with these context managers allows syncs."""
-        found = self._allowing_cache.get(key)
-        if found is None:
-            found = self._allowing_cache[key] = any(
-                self.matches(name, self.packs.sync_allowed_contexts) for name in key.split(","))
-        return found
 
     def _resolve_ref(self, ref: str, cls: str | None) -> list[str]:
         kind, _, rest = ref.partition(":")
