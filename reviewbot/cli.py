@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the report to FILE instead of standard output")
     _add_run_options(check)
     check.add_argument("--coverage-report", action="store_true",
-                       help="print per-file docstring coverage and report RB301 per file too")
+                       help="also print a table of each file's docstring coverage (the "
+                            "findings and the exit status stay the same)")
     check.add_argument("--include-unknown", action="store_true",
                        help="RB1xx: also report tensors whose device is unknown (as warnings)")
     check.add_argument("--explain-hot-paths", action="store_true",
@@ -289,13 +290,13 @@ class _Run:
     index_cache: Any = None
     source_root: Path | None = None  # the git root above the first path (SARIF's %SRCROOT%)
 
-    def run_context(self, coverage_report: bool = False) -> Any:
+    def run_context(self) -> Any:
         """The RunContext of a run: what was checked, and the configuration file when it
         lies in the source root (where a finding about the whole run can be shown)."""
         from reviewbot.context import RunContext
         from reviewbot.discovery import display_path
 
-        run = RunContext(_root_display(self.paths), coverage_report)
+        run = RunContext(_root_display(self.paths))
         source = self.config.source
         if source is not None and self.source_root is not None:
             path = Path(os.path.abspath(source))
@@ -412,7 +413,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     progress = _Progress(err)
     engine = prepared.engine(args.jobs, progress)
     try:
-        result = engine.run(files, prepared.run_context(args.coverage_report), cwd)
+        result = engine.run(files, prepared.run_context(), cwd)
     finally:
         progress.close()
 
