@@ -429,8 +429,15 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from reviewbot.github.diff import from_git
 
         changed = from_git(args.since, paths, cwd)
-        result.findings = [f for f in result.findings
-                           if changed.keeps(f.path, f.line, f.end_line, "added")]
+        result.findings = [f for f in result.findings if not f.run_level
+                           and changed.keeps(f.path, f.line, f.end_line, "added")]
+        if "RB301" in config.enabled:  # as the review's check: the changed definitions
+            from reviewbot.changed_docs import changed_coverage, coverage_finding
+
+            docs = coverage_finding(changed_coverage(files, changed, config, cwd),
+                                    _root_display(paths), cwd)
+            if docs is not None:
+                result.findings = sorted([*result.findings, docs], key=lambda f: f.sort_key())
     handle = _open_report(args.output_file)
     target: TextIO = handle or out
     try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
+from reviewbot.changed_docs import changed_coverage
 from reviewbot.errors import ReviewbotError
 from reviewbot.finding import Finding
 from reviewbot.github.base_config import (BaseConfiguration, base_configuration, base_file,
@@ -343,56 +344,6 @@ def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> l
 def _under(path: Path, roots: list[Path]) -> bool:
     resolved = path.resolve()
     return any(resolved == r.resolve() or resolved.is_relative_to(r.resolve()) for r in roots)
-
-
-def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
-                     cwd: Path) -> dict[str, Any]:
-    """Docstring coverage of the definitions the pull request adds or changes: a function
-    whose lines it touches, a class whose header it touches, RB301's options applied."""
-    import ast
-
-    from reviewbot.analysis.definitions import collect_definitions, counted
-    from reviewbot.rules._docstring_options import excluded
-    from reviewbot.source import Columns, UnreadableSource, decode, parse_quietly, read_bytes
-
-    settings = config.settings.get("RB301", {})
-    documented = total = 0
-    missing: list[str] = []
-    for file in files:
-        rel = file.resolve().relative_to(cwd.resolve()).as_posix()
-        change = changed.files.get(rel)
-        if change is None or excluded(rel, settings):
-            continue
-        try:
-            text = decode(read_bytes(str(file))).text
-            tree = parse_quietly(text)
-        except (UnreadableSource, SyntaxError, ValueError):
-            continue
-        spans = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                spans[node.lineno] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-            elif isinstance(node, ast.ClassDef):
-                header_end = node.body[0].lineno if node.body else node.lineno + 1
-                spans[node.lineno] = range(node.lineno, header_end + 1)
-        for definition in counted(collect_definitions(tree, Columns(text)), settings):
-            span = spans.get(definition.line)
-            if definition.kind == "module":
-                touched = change.status == "added"
-            else:
-                touched = span is not None and any(n in change.added for n in span)
-            if not touched:
-                continue
-            total += 1
-            if definition.documented:
-                documented += 1
-            else:
-                missing.append(f"{rel}:{definition.line} {definition.name}")
-    threshold = float(settings.get("threshold", 80.0))
-    percent = round(100.0 * documented / total, 2) if total else 100.0
-    return {"documented": documented, "total": total, "coverage": percent,
-            "threshold": threshold, "passed": total == 0 or percent >= threshold,
-            "missing": missing}
 
 
 # Posting ----------------------------------------------------------------------------------
