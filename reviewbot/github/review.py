@@ -319,9 +319,10 @@ def review_cache(config: Any, packs: Any, cwd: Path) -> Any:
 
 
 def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> list[str]:
-    """``path:line`` of each suppression comment on a line the pull request adds."""
+    """``path:line`` of each suppression comment on a line the pull request adds (``path:line
+    (whole file)`` for a ``# reviewbot: ignore-file``)."""
     from reviewbot.source import UnreadableSource, decode, read_bytes
-    from reviewbot.suppression import Suppressions
+    from reviewbot.suppression import Suppressions, file_ignore_line
 
     found = []
     for file in files:
@@ -336,6 +337,9 @@ def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> l
             text = decode(read_bytes(str(file), 16 * 1024 * 1024)).text
         except UnreadableSource:
             continue
+        whole = file_ignore_line(text)
+        if whole is not None and whole in change.added:
+            found.append(f"{rel}:{whole} (whole file)")
         lines = Suppressions.parse(text).by_line
         found.extend(f"{rel}:{line}" for line in sorted(lines) if line in change.added)
     return found
