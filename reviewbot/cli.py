@@ -213,8 +213,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="neither read nor write the cache")
     parser.add_argument("--cache-dir", metavar="DIR",
-                        help="cache folder (default: .reviewbot_cache at the project root: "
-                             "the configuration's folder, else the git root)")
+                        help="cache folder (default: $REVIEWBOT_CACHE_DIR, else "
+                             ".reviewbot_cache at the project root: the configuration's "
+                             "folder, else the git root)")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="say where the configuration, the cache and the workers come from")
 
@@ -362,7 +363,8 @@ def _prepare(args: argparse.Namespace) -> _Run:
     if config.default_device is not None:
         packs = dataclasses.replace(packs, default_device=config.default_device)
     cache = index_cache = None
-    folder = Path(args.cache_dir) if args.cache_dir else root / CACHE_DIR_NAME
+    cache_dir = args.cache_dir or os.environ.get("REVIEWBOT_CACHE_DIR")  # the flag wins
+    folder = Path(cache_dir) if cache_dir else root / CACHE_DIR_NAME
     if not args.no_cache:
         cache = ResultCache(folder, config.fingerprint() + repr(packs))
     if index_root is not None:
