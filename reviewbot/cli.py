@@ -125,10 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where to look for changed files (default: .)")
     review.add_argument("--filter-mode", choices=("added", "diff_context", "file", "nofilter"),
                         default="added", help="which findings to keep (default: added lines)")
-    review.add_argument("--fail-level", choices=("none", "warning", "error"), default="error",
-                        help="exit 1 when a finding is at this level or above (default: error)")
+    review.add_argument("--fail-level", choices=("none", "any", "warning", "error"),
+                        default="error", help="exit 1 when a finding is at this level or "
+                        "above; any: any finding or failed check (default: error)")
     review.add_argument("--reporter", choices=("github-pr-review", "github-check",
-                                               "annotations"), default="github-pr-review")
+                                               "github-pr-check", "annotations"),
+                        default="github-pr-review",
+                        help="github-pr-check is reviewdog's name of github-check")
+    review.add_argument("--level", choices=("info", "warning", "error"), default=None,
+                        help="report every finding at this level (default: its severity)")
+    review.add_argument("--tool-name", default="reviewbot", metavar="NAME",
+                        help="the name of the check run and of the summary's heading")
+    for flag, kind in (("--select", _codes), ("--extend-select", _codes),
+                       ("--ignore", _codes), ("--option", _option)):
+        review.add_argument(flag, type=kind, action="append", default=[],
+                            help=argparse.SUPPRESS)
+    for flag in ("--exclude", "--extend-exclude"):
+        review.add_argument(flag, action="append", default=[], help=argparse.SUPPRESS)
     review.add_argument("--max-comments", type=_jobs, default=25, metavar="N",
                         help="line comments per run, most severe first (default 25)")
     review.add_argument("--docstring-threshold", type=float, default=None, metavar="PERCENT",
@@ -559,9 +572,19 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                                  "pip install 'reviewbot[github]'")
     from reviewbot.github.review import Settings, run_review
 
-    settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
+    from reviewbot.config import Overrides
+
+    overrides = Overrides(
+        select=tuple(c for group in args.select for c in group) or None,
+        extend_select=tuple(c for group in args.extend_select for c in group),
+        ignore=tuple(c for group in args.ignore for c in group),
+        exclude=tuple(args.exclude) or None, extend_exclude=tuple(args.extend_exclude),
+        options=tuple(args.option))
+    reporter = "github-check" if args.reporter == "github-pr-check" else args.reporter
+    settings = Settings(args.filter_mode, args.fail_level, reporter, args.max_comments,
                         args.docstring_threshold, tuple(args.paths), args.config,
-                        args.config_from, args.baseline)
+                        args.config_from, args.baseline, args.level, args.tool_name,
+                        overrides)
     return run_review(settings, out, err)
 
 
