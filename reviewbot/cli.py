@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the report to FILE instead of standard output")
     _add_run_options(check)
     check.add_argument("--coverage-report", action="store_true",
-                       help="print per-file docstring coverage and report RB301 per file too")
+                       help="also print a table of each file's docstring coverage (the "
+                            "findings and the exit status stay the same)")
     check.add_argument("--include-unknown", action="store_true",
                        help="RB1xx: also report tensors whose device is unknown (as warnings)")
     check.add_argument("--explain-hot-paths", action="store_true",
@@ -124,10 +125,23 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where to look for changed files (default: .)")
     review.add_argument("--filter-mode", choices=("added", "diff_context", "file", "nofilter"),
                         default="added", help="which findings to keep (default: added lines)")
-    review.add_argument("--fail-level", choices=("none", "warning", "error"), default="error",
-                        help="exit 1 when a finding is at this level or above (default: error)")
+    review.add_argument("--fail-level", choices=("none", "any", "warning", "error"),
+                        default="error", help="exit 1 when a finding is at this level or "
+                        "above; any: any finding or failed check (default: error)")
     review.add_argument("--reporter", choices=("github-pr-review", "github-check",
-                                               "annotations"), default="github-pr-review")
+                                               "github-pr-check", "annotations"),
+                        default="github-pr-review",
+                        help="github-pr-check is reviewdog's name of github-check")
+    review.add_argument("--level", choices=("info", "warning", "error"), default=None,
+                        help="report every finding at this level (default: its severity)")
+    review.add_argument("--tool-name", default="reviewbot", metavar="NAME",
+                        help="the name of the check run and of the summary's heading")
+    for flag, kind in (("--select", _codes), ("--extend-select", _codes),
+                       ("--ignore", _codes), ("--option", _option)):
+        review.add_argument(flag, type=kind, action="append", default=[],
+                            help=argparse.SUPPRESS)
+    for flag in ("--exclude", "--extend-exclude"):
+        review.add_argument(flag, action="append", default=[], help=argparse.SUPPRESS)
     review.add_argument("--max-comments", type=_jobs, default=25, metavar="N",
                         help="line comments per run, most severe first (default 25)")
     review.add_argument("--docstring-threshold", type=float, default=None, metavar="PERCENT",
@@ -212,8 +226,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true",
                         help="neither read nor write the cache")
     parser.add_argument("--cache-dir", metavar="DIR",
-                        help="cache folder (default: .reviewbot_cache at the project root: "
-                             "the configuration's folder, else the git root)")
+                        help="cache folder (default: $REVIEWBOT_CACHE_DIR, else "
+                             ".reviewbot_cache at the project root: the configuration's "
+                             "folder, else the git root)")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="say where the configuration, the cache and the workers come from")
 
@@ -289,13 +304,13 @@ class _Run:
     index_cache: Any = None
     source_root: Path | None = None  # the git root above the first path (SARIF's %SRCROOT%)
 
-    def run_context(self, coverage_report: bool = False) -> Any:
+    def run_context(self) -> Any:
         """The RunContext of a run: what was checked, and the configuration file when it
         lies in the source root (where a finding about the whole run can be shown)."""
         from reviewbot.context import RunContext
         from reviewbot.discovery import display_path
 
-        run = RunContext(_root_display(self.paths), coverage_report)
+        run = RunContext(_root_display(self.paths))
         source = self.config.source
         if source is not None and self.source_root is not None:
             path = Path(os.path.abspath(source))
@@ -361,7 +376,8 @@ def _prepare(args: argparse.Namespace) -> _Run:
     if config.default_device is not None:
         packs = dataclasses.replace(packs, default_device=config.default_device)
     cache = index_cache = None
-    folder = Path(args.cache_dir) if args.cache_dir else root / CACHE_DIR_NAME
+    cache_dir = args.cache_dir or os.environ.get("REVIEWBOT_CACHE_DIR")  # the flag wins
+    folder = Path(cache_dir) if cache_dir else root / CACHE_DIR_NAME
     if not args.no_cache:
         cache = ResultCache(folder, config.fingerprint() + repr(packs))
     if index_root is not None:
@@ -412,7 +428,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     progress = _Progress(err)
     engine = prepared.engine(args.jobs, progress)
     try:
-        result = engine.run(files, prepared.run_context(args.coverage_report), cwd)
+        result = engine.run(files, prepared.run_context(), cwd)
     finally:
         progress.close()
 
@@ -428,8 +444,15 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from reviewbot.github.diff import from_git
 
         changed = from_git(args.since, paths, cwd)
-        result.findings = [f for f in result.findings
-                           if changed.keeps(f.path, f.line, f.end_line, "added")]
+        result.findings = [f for f in result.findings if not f.run_level
+                           and changed.keeps(f.path, f.line, f.end_line, "added")]
+        if "RB301" in config.enabled:  # as the review's check: the changed definitions
+            from reviewbot.changed_docs import changed_coverage, coverage_finding
+
+            docs = coverage_finding(changed_coverage(files, changed, config, cwd),
+                                    _root_display(paths), cwd)
+            if docs is not None:
+                result.findings = sorted([*result.findings, docs], key=lambda f: f.sort_key())
     handle = _open_report(args.output_file)
     target: TextIO = handle or out
     try:
@@ -549,9 +572,19 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                                  "pip install 'reviewbot[github]'")
     from reviewbot.github.review import Settings, run_review
 
-    settings = Settings(args.filter_mode, args.fail_level, args.reporter, args.max_comments,
+    from reviewbot.config import Overrides
+
+    overrides = Overrides(
+        select=tuple(c for group in args.select for c in group) or None,
+        extend_select=tuple(c for group in args.extend_select for c in group),
+        ignore=tuple(c for group in args.ignore for c in group),
+        exclude=tuple(args.exclude) or None, extend_exclude=tuple(args.extend_exclude),
+        options=tuple(args.option))
+    reporter = "github-check" if args.reporter == "github-pr-check" else args.reporter
+    settings = Settings(args.filter_mode, args.fail_level, reporter, args.max_comments,
                         args.docstring_threshold, tuple(args.paths), args.config,
-                        args.config_from, args.baseline)
+                        args.config_from, args.baseline, args.level, args.tool_name,
+                        overrides)
     return run_review(settings, out, err)
 
 

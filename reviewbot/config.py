@@ -42,7 +42,9 @@ _KEYS: dict[str, str] = {
     "select": "a list of rule codes or prefixes",
     "extend-select": "a list of rule codes or prefixes",
     "ignore": "a list of rule codes or prefixes",
+    "extend": "a path to another configuration file (relative to this one) to inherit",
     "per-file-ignores": "a table of gitignore-style pattern -> list of rule codes",
+    "extend-per-file-ignores": "a table of gitignore-style pattern -> list of rule codes",
     "exclude": "a list of gitignore-style patterns",
     "extend-exclude": "a list of gitignore-style patterns",
     "respect-gitignore": "a boolean",
@@ -299,18 +301,22 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
                               "expected \"unknown\" or \"cuda\"")
         default_device = value
 
+    if "extend" in table:  # load_config follows it; a table built elsewhere cannot
+        raise ConfigError(src, prefix + "extend", "not followed here (only in a "
+                          "configuration file read from the checkout)")
     per_file: list[tuple[str, frozenset[str]]] = []
-    pfi = table.get("per-file-ignores", {})
-    if not isinstance(pfi, dict):
-        raise ConfigError(src, prefix + "per-file-ignores",
-                          f"expected {_KEYS['per-file-ignores']}, got {_type_name(pfi)}")
-    for pattern, codes in pfi.items():
-        key = f"{prefix}per-file-ignores.{pattern}"
-        codes_t = _string_list(codes, src, key, "a list of rule codes or prefixes")
-        _check_selectors(codes_t, src, key)
-        _check_patterns([str(pattern)], src, key)
-        per_file.append((str(pattern), frozenset(
-            r.code for c in codes_t for r in registry.matching(c))))
+    for pfi_key in ("per-file-ignores", "extend-per-file-ignores"):
+        pfi = table.get(pfi_key, {})
+        if not isinstance(pfi, dict):
+            raise ConfigError(src, prefix + pfi_key,
+                              f"expected {_KEYS[pfi_key]}, got {_type_name(pfi)}")
+        for pattern, codes in pfi.items():
+            key = f"{prefix}{pfi_key}.{pattern}"
+            codes_t = _string_list(codes, src, key, "a list of rule codes or prefixes")
+            _check_selectors(codes_t, src, key)
+            _check_patterns([str(pattern)], src, key)
+            per_file.append((str(pattern), frozenset(
+                r.code for c in codes_t for r in registry.matching(c))))
 
     packs = strings("rule-packs")
     max_file_size = _size(table.get("max-file-size", DEFAULT_MAX_FILE_SIZE), src,
@@ -392,4 +398,82 @@ def load_config(paths: Sequence[Path], config_file: Path | None,
     if config_file is None:
         return build_config({}, None, "", cwd.resolve(), overrides)
     table, prefix = read_config_file(config_file)
+    table = with_extends(table, prefix, config_file)
     return build_config(table, str(config_file), prefix, config_file.resolve().parent, overrides)
+
+
+MAX_EXTENDS = 16  # files in one chain of `extend`
+
+
+def with_extends(table: Mapping[str, Any], prefix: str, path: Path,
+                 chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """``table`` merged over the configuration its ``extend`` names (followed to the
+    end of the chain; a missing file, a cycle or a chain longer than MAX_EXTENDS is a
+    ConfigError). The extending file wins key by key; see :func:`merge_tables`."""
+    own = dict(table)
+    if "extend" not in own:
+        return own
+    value = own.pop("extend")
+    shown, key = str(path), prefix + "extend"
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(shown, key, f"expected {_KEYS['extend']}, got {_type_name(value)}")
+    chain = (*chain, path.resolve())
+    target = path.parent / value
+    try:
+        resolved = target.resolve()
+    except (OSError, RuntimeError):
+        raise ConfigError(shown, key, f"{value}: cannot be resolved") from None
+    if resolved in chain:
+        names = " -> ".join(str(p) for p in (*chain, resolved))
+        raise ConfigError(shown, key, f"a cycle of extended configuration files: {names}")
+    if len(chain) >= MAX_EXTENDS:
+        raise ConfigError(shown, key, f"more than {MAX_EXTENDS} configuration files "
+                                      "extend one another")
+    if not resolved.is_file():
+        raise ConfigError(shown, key, f"{value}: no such configuration file")
+    if not resolved.name.endswith((".toml", ".yml", ".yaml")):
+        raise ConfigError(shown, key, f"{value}: expected a pyproject.toml, a .toml, "
+                                      ".yml or .yaml file")
+    base, base_prefix = read_config_file(target)
+    base = with_extends(base, base_prefix, target, chain)
+    # Each file is checked on its own, so that a mistake is reported where it is written.
+    build_config(base, str(target), base_prefix, resolved.parent)
+    return merge_tables(base, own)
+
+
+def merge_tables(base: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """An extending configuration over the one it extends, as ruff layers them: a key the
+    extending file sets replaces the base's; ``ignore``, ``extend-select``,
+    ``extend-exclude`` and ``extend-per-file-ignores`` add to the base's, unless the
+    extending file also sets ``select`` (which drops the base's ``extend-select`` and
+    ``ignore``), ``exclude`` or ``per-file-ignores``; ``rules`` merge option by option."""
+    merged = dict(base)
+    resets = {"select": ("extend-select", "ignore"), "exclude": ("extend-exclude",),
+              "per-file-ignores": ("extend-per-file-ignores",)}
+    for key, drops in resets.items():
+        if key in own:
+            for dropped in drops:
+                merged.pop(dropped, None)
+    for key, value in own.items():
+        old = merged.get(key)
+        if key in ("ignore", "extend-select", "extend-exclude") and isinstance(value, list) \
+                and isinstance(old, list):
+            merged[key] = [*old, *value]
+        elif key == "extend-per-file-ignores" and isinstance(value, dict) \
+                and isinstance(old, dict):
+            combined = dict(old)
+            for pattern, codes in value.items():
+                before = combined.get(pattern)
+                combined[pattern] = [*before, *codes] if isinstance(before, list) \
+                    and isinstance(codes, list) else codes
+            merged[key] = combined
+        elif key == "rules" and isinstance(value, dict) and isinstance(old, dict):
+            rules = dict(old)
+            for code, options in value.items():
+                earlier = rules.get(code)
+                rules[code] = {**earlier, **options} if isinstance(earlier, dict) \
+                    and isinstance(options, dict) else options
+            merged[key] = rules
+        else:
+            merged[key] = value
+    return merged

@@ -161,7 +161,6 @@ class RunContext:
     """The whole run: what run-level rules need to place and phrase their findings."""
 
     root_display: str  # where a finding about the whole checked set is reported
-    coverage_report: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     # The configuration file as reports name it, when it lies inside the source root (where
     # code scanning can show a finding about the whole run), and its text.

@@ -31,7 +31,7 @@ from reviewbot.rules.rb001_syntax_error import SyntaxErrorRule
 from reviewbot.rules.rb002_rule_crash import RuleCrash
 from reviewbot.rules.rb003_unreadable_file import UnreadableFile
 from reviewbot.source import Columns, UnreadableSource, decode, read_bytes
-from reviewbot.suppression import Suppressions
+from reviewbot.suppression import Suppressions, file_ignore_line
 
 
 @dataclass
@@ -148,6 +148,19 @@ class Checker:
         except UnreadableSource as exc:
             if UnreadableFile.code not in ignored and job.phase in (ALL_RULES, FILE_RULES):
                 result.findings.append(_file_finding(UnreadableFile, job.display, f"Skipped: {exc}"))
+            return result
+        if file_ignore_line(source.text) is not None:
+            # `# reviewbot: ignore-file`: no rule runs and nothing is reported (RB001 and
+            # RB301's count included), as ruff's `# ruff: noqa`; the project index still
+            # summarises the file, so the hot paths through it stay what they are.
+            if job.phase == FILE_RULES:
+                result.gate = (False, False)
+            if job.module is not None:
+                ctx = FileContext(job.display, source.text, job.rel, self.packs)
+                try:
+                    result.summary = _summary(ctx, job)
+                finally:
+                    ctx.release()
             return result
         if job.phase == FILE_RULES:
             result.gate = self._gate(source.text, ignored)

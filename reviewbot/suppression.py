@@ -1,7 +1,11 @@
-"""Suppression comments: ``# reviewbot: ignore[RB101]``, ``# reviewbot: ignore``, ``# noqa: RB101``.
+"""Suppression comments: ``# reviewbot: ignore[RB101]``, ``# reviewbot: ignore``, ``# noqa: RB101``,
+and the file-level ``# reviewbot: ignore-file``.
 
 A comment suppresses findings reported on its own line, or anywhere in a multi-line
 statement when it stands on the statement's first line. Unused suppressions are fine.
+``# reviewbot: ignore-file``, on a line of its own among the first
+:data:`FILE_DIRECTIVE_LINES` lines, leaves the whole file unchecked (as ruff's
+``# ruff: noqa``).
 """
 
 from __future__ import annotations
@@ -16,12 +20,35 @@ from reviewbot.finding import Finding
 ALL = "*"
 # A blanket `# noqa` or one that names an RB code; `# noqa: E501` alone is not ours. It
 # starts at the `#`: a pattern that starts with a literal is scanned ten times faster.
-_CANDIDATE = re.compile(r"#[^\n]*?(?:reviewbot\s*:\s*ignore|noqa(?!\s*:)|noqa\s*:[^\n]*RB\d)",
+_CANDIDATE = re.compile(r"#[^\n]*?(?:reviewbot\s*:\s*ignore(?!-)|noqa(?!\s*:)|noqa\s*:[^\n]*RB\d)",
                         re.IGNORECASE)
 _DIRECTIVE = re.compile(
-    r"#\s*(?:reviewbot\s*:\s*ignore(?:\[(?P<rb>[^\]]*)\])?|noqa(?::\s*(?P<noqa>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?)",
+    r"#\s*(?:reviewbot\s*:\s*ignore(?![-\w])(?:\[(?P<rb>[^\]]*)\])?|noqa(?::\s*(?P<noqa>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?)",
     re.IGNORECASE,
 )
+
+# The file-level directive: the whole comment, on a line of its own, near the top.
+FILE_DIRECTIVE_LINES = 10
+_FILE_DIRECTIVE = re.compile(r"#\s*reviewbot\s*:\s*ignore-file\s*(?:#.*)?", re.IGNORECASE)
+
+
+def file_ignore_line(text: str) -> int | None:
+    """The line of a ``# reviewbot: ignore-file`` comment among the file's first lines
+    (None: there is none). Only a real comment counts, not the text of a string."""
+    head = text.split("\n", FILE_DIRECTIVE_LINES)[:FILE_DIRECTIVE_LINES]
+    if not any("ignore-file" in line.lower() for line in head):
+        return None
+    lines = iter(line + "\n" for line in head)
+    try:
+        for tok in tokenize.generate_tokens(lambda: next(lines, "")):
+            if tok.start[0] > FILE_DIRECTIVE_LINES:
+                break
+            if tok.type == tokenize.COMMENT and not tok.line[:tok.start[1]].strip() \
+                    and _FILE_DIRECTIVE.fullmatch(tok.string):
+                return tok.start[0]
+    except (tokenize.TokenError, SyntaxError):
+        return None  # the head ends inside a string or a bracket before any directive
+    return None
 
 
 def _codes(comment: str) -> set[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -100,12 +101,18 @@ def test_inputs_follow_reviewdogs_conventions():
     assert inputs["filter_mode"]["default"] == "added"
     assert inputs["fail_level"]["default"] == "error"
     assert inputs["reporter"]["default"] == "github-pr-review"
+    assert inputs["fail_on_error"]["default"] == "false"
+    assert inputs["workdir"]["default"] == "."
+    assert inputs["tool_name"]["default"] == "reviewbot"
     for name, values in {"filter_mode": ("added", "diff_context", "file", "nofilter"),
-                         "fail_level": ("none", "warning", "error"),
-                         "reporter": ("github-pr-review", "github-check", "annotations")}.items():
+                         "fail_level": ("none", "any", "warning", "error"),
+                         "level": ("info", "warning", "error"),
+                         "reporter": ("github-pr-review", "github-pr-check", "github-check",
+                                      "annotations")}.items():
         for value in values:  # each description lists its allowed values
             assert value in inputs[name]["description"]
-    assert {"paths", "config", "docstring_threshold", "max_comments", "baseline"} <= set(inputs)
+    assert {"paths", "config", "docstring_threshold", "max_comments", "baseline", "level",
+            "workdir", "tool_name", "fail_on_error", "reviewbot_flags"} <= set(inputs)
     assert inputs["baseline"]["default"] == ""
     assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", name) for name in inputs)
 
@@ -120,34 +127,169 @@ def test_the_action_is_thin_and_safe():
             assert "${{" not in step["run"]
 
 
-def test_the_review_step_passes_every_input_to_the_cli(tmp_path):
-    """Run the action's review script with a stand-in `reviewbot` that prints its arguments."""
+def _step_env(tmp_path, **inputs) -> dict:
+    """The Review step's environment as the runner builds it (every input set, defaults
+    for those not given), with a stand-in `python` that prints its arguments."""
+    step_env = {}
+    defaults = {name: str(spec.get("default", "")) for name, spec in action()["inputs"].items()}
     (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == "Review"]
-    fake = tmp_path / "reviewbot"
+    for key, value in step["env"].items():
+        name = re.fullmatch(r"\$\{\{ inputs\.(\w+) \}\}", value).group(1)
+        step_env[key] = inputs.get(name, defaults[name])
+    return step_env
+
+
+def _argv(tmp_path, **inputs) -> list[str]:
+    from reviewbot.github.action import main
+
+    out = io.StringIO()
+    assert main(["--dry-run"], _step_env(tmp_path, **inputs), out) == 0
+    return out.getvalue().splitlines()
+
+
+def test_the_review_step_runs_the_python_entry_point_only(tmp_path):
+    (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == "Review"]
+    assert step["run"].strip() == "python -m reviewbot.github.action"
+    # Every input reaches it through the environment.
+    names = {re.fullmatch(r"\$\{\{ inputs\.(\w+) \}\}", v).group(1)
+             for v in step["env"].values()}
+    assert names == set(action()["inputs"]) - {"python_version"}
+    fake = tmp_path / "python"
     fake.write_text("#!/usr/bin/env bash\nprintf '%s\\n' \"$@\"\n", encoding="utf-8")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
-           "INPUT_FILTER_MODE": "diff_context", "INPUT_FAIL_LEVEL": "warning",
-           "INPUT_REPORTER": "annotations", "INPUT_PATHS": "src lib/engine",
-           "INPUT_CONFIG": "", "INPUT_DOCSTRING_THRESHOLD": "80", "INPUT_MAX_COMMENTS": "5",
-           "INPUT_CONFIG_FROM": "base", "INPUT_BASELINE": "ci/reviewbot-baseline.json"}
+    env = {**os.environ, **_step_env(tmp_path, paths="$(touch pwned) `touch pwned`"),
+           "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True,
-                            text=True, check=True)
-    assert result.stdout.splitlines() == [
+                            text=True, check=True, cwd=tmp_path)
+    assert result.stdout.splitlines() == ["-m", "reviewbot.github.action"]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_inputs_become_review_arguments(tmp_path):
+    assert _argv(tmp_path) == [
+        "review", "--filter-mode", "added", "--fail-level", "error", "--reporter",
+        "github-pr-review", "--max-comments", "25", "--config-from", "head", "--tool-name",
+        "reviewbot", "--", "."]
+    argv = _argv(tmp_path, filter_mode="diff_context", fail_level="warning",
+                 reporter="annotations", paths="src lib/engine", docstring_threshold="80",
+                 max_comments="5", config_from="base", baseline="ci/reviewbot-baseline.json",
+                 level="info", tool_name="engine review", workdir="python",
+                 config="pyproject.toml",
+                 reviewbot_flags="--select RB1,RB3 --option=RB301.threshold=70 "
+                                 "--extend-exclude 'gen dir/'")
+    assert argv == [
         "review", "--filter-mode", "diff_context", "--fail-level", "warning", "--reporter",
-        "annotations", "--max-comments", "5", "--config-from", "base",
-        "--docstring-threshold", "80", "--baseline", "ci/reviewbot-baseline.json", "src",
-        "lib/engine"]
-    # Without a baseline, no --baseline.
-    env["INPUT_BASELINE"] = ""
-    result = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True,
-                            text=True, check=True)
-    assert "--baseline" not in result.stdout.splitlines()
+        "annotations", "--max-comments", "5", "--config-from", "base", "--level", "info",
+        "--tool-name", "engine review", "--config", "python/pyproject.toml",
+        "--docstring-threshold", "80", "--baseline", "python/ci/reviewbot-baseline.json",
+        "--select", "RB1,RB3", "--option", "RB301.threshold=70", "--extend-exclude",
+        "gen dir/", "--", "python/src", "python/lib/engine"]
+    from reviewbot.cli import build_parser
+
+    args = build_parser().parse_args(argv)  # the CLI takes all of it
+    assert (args.level, args.tool_name, args.paths) == ("info", "engine review",
+                                                        ["python/src", "python/lib/engine"])
+    assert args.select == [["RB1", "RB3"]] and args.option == [("RB301", "threshold", 70)]
+
+
+def test_reviewdog_names_and_the_old_ones_both_work(tmp_path):
+    def value(flag, **inputs):
+        argv = _argv(tmp_path, **inputs)
+        return argv[argv.index(flag) + 1]
+
+    assert value("--reporter", reporter="github-pr-check") == "github-check"
+    assert value("--reporter", reporter="github-check") == "github-check"
+    assert value("--fail-level", fail_level="any") == "any"
+    assert value("--fail-level", fail_level="none") == "none"
+    assert value("--fail-level", fail_on_error="true") == "any"
+    assert value("--fail-level", fail_on_error="false", fail_level="warning") == "warning"
+
+
+@pytest.mark.parametrize("inputs,message", [
+    ({"fail_level": "info"}, "input fail_level: info is not a level"),
+    ({"fail_level": "fatal"}, "input fail_level: expected one of none, any, warning, error"),
+    ({"reporter": "local"}, "input reporter: expected one of"),
+    ({"level": "debug"}, "input level: expected one of info, warning, error"),
+    ({"fail_on_error": "maybe"}, "input fail_on_error: expected true or false"),
+    ({"workdir": "../other"}, "input workdir: expected a path inside the repository"),
+    ({"workdir": "/etc"}, "input workdir: expected a path inside the repository"),
+    ({"paths": "src ../../etc"}, "input paths: expected a path inside the repository"),
+    ({"tool_name": "[x](https://evil) @admin"}, "input tool_name: expected letters"),
+    ({"max_comments": "5; rm -rf /"}, "input max_comments: expected a whole number"),
+    ({"docstring_threshold": "1e9"}, "input docstring_threshold: expected a percentage"),
+    ({"reviewbot_flags": "--select RB1; rm -rf /"}, "'rm' is not one of the flags"),
+    ({"reviewbot_flags": "--config evil.toml"}, "'--config' is not one of the flags"),
+    ({"reviewbot_flags": "--output-file /etc/passwd"}, "is not one of the flags"),
+    ({"reviewbot_flags": "$(touch pwned)"}, "'$(touch' is not one of the flags"),
+    ({"reviewbot_flags": "--select"}, "--select needs a value"),
+    ({"reviewbot_flags": "--select 'RB1"}, "input reviewbot_flags: cannot be split"),
+    ({"reviewbot_flags": "--select=RB1\u001b[2J"}, "control characters are not allowed"),
+])
+def test_bad_inputs_are_one_line_and_exit_2(tmp_path, capsys, inputs, message):
+    from reviewbot.github.action import main
+
+    inputs = {k: v.encode().decode("unicode_escape") for k, v in inputs.items()}
+    assert main(["--dry-run"], _step_env(tmp_path, **inputs), io.StringIO()) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("reviewbot: error: ") and message in err, err
+    assert len(err.splitlines()) == 1 and "\x1b" not in err
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_the_cli_accepts_what_the_action_passes(run_cli):
     result = run_cli(["review", "--help"])
     assert result.code == 0
     for flag in ("--filter-mode", "--fail-level", "--reporter", "--max-comments",
-                 "--docstring-threshold", "--config", "--config-from", "--baseline"):
+                 "--docstring-threshold", "--config", "--config-from", "--baseline",
+                 "--level", "--tool-name"):
         assert flag in result.out
+
+
+def test_level_and_fail_level_decide_the_exit_status():
+    from reviewbot.finding import Finding
+    from reviewbot.github.review import Outcome, Settings, exit_status
+
+    warning = Finding("RB301", "docstring-coverage", "m", "a.py", 1, 1, 1, 1, "warning")
+    error = Finding("RB101", "tolist-on-cuda-tensor", "m", "a.py", 1, 1, 1, 1, "error")
+
+    def status(findings, fail_level, level=None, coverage_passed=True):
+        outcome = Outcome(findings=list(findings),
+                          coverage={"passed": coverage_passed})
+        return exit_status(outcome, Settings(fail_level=fail_level, level=level))
+
+    assert [status([warning], lv) for lv in ("none", "any", "warning", "error")] == [0, 1, 1, 0]
+    assert [status([error], lv) for lv in ("none", "any", "warning", "error")] == [0, 1, 1, 1]
+    assert status([], "any", coverage_passed=False) == 1
+    assert status([], "error", coverage_passed=False) == 0
+    # `level` sets every finding's level: an error shown as info fails only fail_level any.
+    assert [status([error], lv, "info") for lv in ("any", "warning", "error")] == [1, 0, 0]
+    assert status([warning], "error", "error") == 1
+
+
+def test_level_and_tool_name_reach_annotations_and_the_check_run():
+    from reviewbot.finding import Finding
+    from reviewbot.github.review import Outcome, Settings, _annotations, _post_check
+
+    finding = Finding("RB101", "tolist-on-cuda-tensor", "m", "a.py", 3, 1, 3, 2, "error")
+    out = io.StringIO()
+    _annotations(Outcome(findings=[finding]), Settings(level="info"), out)
+    assert out.getvalue().startswith("::notice file=a.py,line=3")
+
+    class Repo:
+        def create_check_run(self, **kwargs):
+            self.kwargs = kwargs
+
+    class Event:
+        head_sha = "a" * 40
+
+    repo = Repo()
+    _post_check(repo, Event(), Outcome(findings=[finding]),
+                Settings(level="warning", tool_name="engine review", fail_level="error"))
+    assert repo.kwargs["name"] == "engine review"
+    assert repo.kwargs["conclusion"] == "success"  # shown as a warning, below fail_level
+    assert repo.kwargs["output"]["annotations"][0]["annotation_level"] == "warning"
+
+
+def test_a_hostile_tool_name_is_refused_by_the_review(run_cli):
+    result = run_cli(["review", "--tool-name", "x](https://e) <b>"])
+    assert result.code == 2 and result.err.startswith("reviewbot: error: --tool-name")

@@ -229,3 +229,94 @@ def test_user_rule_pack_extends_the_shipped_one(tmp_path):
     assert "*ModelRunner.execute_model" in packs.hot_path_entry_points
     assert "decode_step" in packs.hot_path_entry_points
     assert {"num_reqs", "n_active"} <= set(packs.size_bounds["max_num_reqs"].names)
+
+
+# extend, extend-per-file-ignores, REVIEWBOT_CACHE_DIR ---------------------------------------
+def test_extend_inherits_the_other_file_relative_to_this_one(tmp_path, run_cli):
+    write(tmp_path / "pyproject.toml",
+          '[tool.reviewbot]\nignore = ["RB101"]\nextend-exclude = ["gen/"]\n'
+          '[tool.reviewbot.rules.RB301]\nthreshold = 60\nignore-private = true\n')
+    sub = tmp_path / "pkg"
+    write(sub / ".reviewbot.yml", "extend: ../pyproject.toml\nrules:\n  RB301:\n"
+                                  "    threshold: 40\n")
+    config = load_config([sub], None)
+    assert "RB101" not in config.enabled  # inherited
+    assert config.settings["RB301"]["threshold"] == 40.0  # this file wins ...
+    assert config.settings["RB301"]["ignore-private"] is True  # ... option by option
+    assert "gen/" in config.exclude
+    assert config.root == sub.resolve()  # patterns stay relative to the file found
+    write(sub / "m.py", UNDOCUMENTED)
+    result = run_cli(["check", ".", "--no-cache"], cwd=sub)
+    assert result.code == 0, result.out  # 50% documented, threshold 40
+
+
+def test_extend_layers_lists_as_ruff_does():
+    from reviewbot.config import merge_tables
+
+    base = {"ignore": ["RB101"], "extend-select": ["RB302"], "extend-exclude": ["a/"],
+            "extend-per-file-ignores": {"t/*": ["RB301"]}, "max-file-size": 10}
+    assert merge_tables(base, {"ignore": ["RB102"], "extend-exclude": ["b/"],
+                               "extend-per-file-ignores": {"t/*": ["RB302"]}}) == {
+        "ignore": ["RB101", "RB102"], "extend-select": ["RB302"], "extend-exclude": ["a/", "b/"],
+        "extend-per-file-ignores": {"t/*": ["RB301", "RB302"]}, "max-file-size": 10}
+    assert merge_tables(base, {"select": ["RB3"], "exclude": [], "per-file-ignores": {}}) == {
+        "select": ["RB3"], "exclude": [], "per-file-ignores": {}, "max-file-size": 10}
+
+
+@pytest.mark.parametrize("files,message", [
+    ({"a.toml": 'extend = "missing.toml"\n'}, "extend: missing.toml: no such configuration file"),
+    ({"a.toml": 'extend = "b.toml"\n', "b.toml": 'extend = "a.toml"\n'},
+     "a cycle of extended configuration files"),
+    ({"a.toml": 'extend = "a.toml"\n'}, "a cycle of extended configuration files"),
+    ({"a.toml": "extend = 3\n"}, "expected a path to another configuration file"),
+    ({"a.toml": 'extend = "b.toml"\n', "b.toml": 'selct = ["RB3"]\n'},
+     "b.toml: selct: unknown key"),  # named where it is written
+    ({"a.toml": 'extend = "m.py"\n', "m.py": "x = 1\n"}, "expected a pyproject.toml"),
+])
+def test_a_bad_extend_is_one_line_and_exit_2(tmp_path, run_cli, files, message):
+    for name, text in files.items():
+        write(tmp_path / name, text)
+    write(tmp_path / "m.py", "x = 1\n")
+    result = run_cli(["check", "m.py", "--no-cache", "--config", "a.toml"], cwd=tmp_path)
+    assert result.code == 2
+    assert result.err.startswith("reviewbot: error: ") and message in result.err, result.err
+    assert len(result.err.splitlines()) == 1 and "Traceback" not in result.err
+
+
+def test_a_long_chain_of_extends_is_refused(tmp_path, run_cli):
+    for number in range(20):
+        write(tmp_path / f"c{number}.toml", f'extend = "c{number + 1}.toml"\n')
+    write(tmp_path / "c20.toml", "")
+    write(tmp_path / "m.py", "x = 1\n")
+    result = run_cli(["check", "m.py", "--config", "c0.toml"], cwd=tmp_path)
+    assert result.code == 2 and "more than 16 configuration files" in result.err
+
+
+def test_extend_per_file_ignores_adds_to_per_file_ignores(tmp_path, run_cli):
+    write(tmp_path / "pyproject.toml", "[tool.reviewbot]\nextend = \"base.toml\"\n"
+          '[tool.reviewbot.extend-per-file-ignores]\n"scripts/*" = ["RB301"]\n')
+    write(tmp_path / "base.toml", '[per-file-ignores]\n"gen/*" = ["RB301"]\n')
+    config = load_config([tmp_path], None)
+    assert [p for p, _ in config.per_file_ignores] == ["gen/*", "scripts/*"]
+    write(tmp_path / "scripts" / "a.py", UNDOCUMENTED)
+    write(tmp_path / "gen" / "b.py", UNDOCUMENTED)
+    assert run_cli(["check", ".", "--no-cache"], cwd=tmp_path).code == 0
+    both = build_config({"per-file-ignores": {"a/*": ["RB3"]},
+                         "extend-per-file-ignores": {"b/*": ["RB301"]}}, None, "", tmp_path)
+    assert [p for p, _ in both.per_file_ignores] == ["a/*", "b/*"]
+    with pytest.raises(ConfigError, match="extend-per-file-ignores: expected a table"):
+        build_config({"extend-per-file-ignores": []}, None, "", tmp_path)
+
+
+def test_the_cache_folder_from_the_environment(tmp_path, run_cli, monkeypatch):
+    write(tmp_path / "m.py", UNDOCUMENTED)
+    monkeypatch.setenv("REVIEWBOT_CACHE_DIR", str(tmp_path / "env-cache"))
+    result = run_cli(["check", ".", "-v"], cwd=tmp_path)
+    assert f"cache: {tmp_path / 'env-cache'}" in result.err
+    assert (tmp_path / "env-cache").is_dir() and not (tmp_path / ".reviewbot_cache").exists()
+    result = run_cli(["check", ".", "-v", "--cache-dir", "flag-cache"], cwd=tmp_path)
+    assert "cache: " in result.err and "flag-cache" in result.err  # the flag wins
+    assert (tmp_path / "flag-cache").is_dir()
+    monkeypatch.setenv("REVIEWBOT_CACHE_DIR", "")  # empty: the default
+    run_cli(["check", "."], cwd=tmp_path)
+    assert (tmp_path / ".reviewbot_cache").is_dir()

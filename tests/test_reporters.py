@@ -457,9 +457,35 @@ def test_coverage_report_table(run_cli):
     assert lines[2].split() == ["fixtures/runner/model_runner.py", "9", "3", "6", "33.33%"]
     assert "Docstring coverage FAILED: 3 of 9 definitions documented (33.33%), threshold 80.00%" \
         in result.out
-    # Reported once for the file below the threshold and, last, once for the run.
-    assert [line.split(":")[0] for line in lines if "RB301" in line] == \
-        ["fixtures/runner/model_runner.py", "fixtures/runner"]
+    # The table is extra output: RB301 is still reported once, for the run.
+    assert [line.split(":")[0] for line in lines if "RB301" in line] == ["fixtures/runner"]
+
+
+def test_coverage_report_changes_neither_findings_nor_exit_status(tmp_path, run_cli):
+    (tmp_path / "a.py").write_text("def f():\n    pass\n\ndef g():\n    pass\n")
+    (tmp_path / "b.py").write_text('def h():\n    """Doc."""\n')
+    for extra in ([], ["--exit-zero"], ["--select", "RB3"]):
+        args = ["check", ".", "--no-cache", "--output-format", "json", *extra]
+        plain = run_cli(args, cwd=tmp_path)
+        table = run_cli([*args, "--coverage-report"], cwd=tmp_path)
+        assert json.loads(table.out) == json.loads(plain.out)
+        assert table.code == plain.code
+        assert "definitions" in table.err and "definitions" not in plain.err  # the table
+    text = run_cli(["check", ".", "--no-cache", "--coverage-report"], cwd=tmp_path)
+    assert text.code == 1
+    assert [line for line in text.out.splitlines() if "RB301" in line] == [
+        line for line in run_cli(["check", ".", "--no-cache"], cwd=tmp_path).out.splitlines()
+        if "RB301" in line]
+
+
+def test_rb301_per_file_option_reports_each_file_below_the_threshold(tmp_path, run_cli):
+    (tmp_path / "a.py").write_text("def f():\n    pass\n\ndef g():\n    pass\n")
+    (tmp_path / "b.py").write_text('def h():\n    """Doc."""\n')
+    result = run_cli(["check", ".", "--no-cache", "--output-format", "json",
+                      "--option", "RB301.per-file=true"], cwd=tmp_path)
+    assert result.code == 1
+    assert sorted(f["path"] for f in json.loads(result.out) if f["code"] == "RB301") == \
+        [".", "a.py"]
 
 
 def test_json_escapes_c1_controls_and_bidirectional_characters():

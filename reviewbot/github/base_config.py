@@ -58,7 +58,7 @@ class BaseConfiguration:
 
 
 def base_configuration(repo: Any, event: Event, config_path: str | None,
-                       paths: Sequence[str], options: tuple[tuple[str, str, Any], ...],
+                       paths: Sequence[str], options: Any,
                        cwd: Path) -> BaseConfiguration:
     """The configuration and rule packs as the base commit has them, read through the API:
     the pull request's own checkout cannot switch its review off."""
@@ -69,7 +69,8 @@ def base_configuration(repo: Any, event: Event, config_path: str | None,
     from reviewbot.packs import load_packs
 
     sha = event.base_sha
-    overrides = Overrides(options=options)
+    # The command line's overrides, or only rule options (--docstring-threshold).
+    overrides = options if isinstance(options, Overrides) else Overrides(options=options)
 
     def inside(rel: str, what: str) -> str:
         norm = posixpath.normpath(rel.replace("\\", "/"))

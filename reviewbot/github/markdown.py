@@ -96,7 +96,7 @@ def summary_markdown(outcome: Any, changed: Any, settings: Any, repository: str,
     python = [f for f in files if f.path.endswith(".py") and f.status != "removed"]
     per_rule = Counter((f.code, f.name) for f in outcome.findings)
     errors = sum(1 for f in outcome.findings if f.severity == "error")
-    lines = [SUMMARY_MARKER, "## reviewbot", "",
+    lines = [SUMMARY_MARKER, f"## {escape(getattr(settings, 'tool_name', 'reviewbot'))}", "",
              f"Pull request #{number}: {len(files)} files changed, {len(python)} Python files "
              f"checked, {len(outcome.findings)} findings on the changed lines "
              f"(filter: {escape(settings.filter_mode)}).", "",

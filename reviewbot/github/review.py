@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence, TextIO
 
+from reviewbot.changed_docs import changed_coverage
 from reviewbot.errors import ReviewbotError
 from reviewbot.finding import Finding
 from reviewbot.github.base_config import (BaseConfiguration, base_configuration, base_file,
@@ -30,7 +31,10 @@ from reviewbot.links import RULES_DOCS
 
 DOCS_URL = RULES_DOCS
 REPORTERS = ("github-pr-review", "github-check", "annotations")
-FAIL_LEVELS = ("none", "warning", "error")
+FAIL_LEVELS = ("none", "any", "warning", "error")
+_RANK = {"info": 0, "warning": 1, "error": 2}
+# A check run's name and the summary's heading: nothing that Markdown reads as markup.
+TOOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}")
 
 
 @dataclass
@@ -48,6 +52,9 @@ class Settings:
     # A baseline file (repository-relative): its known findings are not reported; with
     # config_from "base" it is read from the base commit too.
     baseline: str | None = None
+    level: str | None = None  # info | warning | error for every finding (None: severity)
+    tool_name: str = "reviewbot"  # the check run's name and the summary's heading
+    overrides: Any = None  # a reviewbot.config.Overrides from the command line
 
 
 @dataclass
@@ -136,6 +143,9 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
     api_errors = (GithubException, RequestException)
 
     cwd = cwd or Path.cwd()
+    if not TOOL_NAME.fullmatch(settings.tool_name):
+        raise ReviewbotError("--tool-name: expected letters, digits, spaces, '.', '_' or '-' "
+                             "(at most 64)")
     event = read_event()
     repository, number = event.repository, event.number
     token = _token()
@@ -145,7 +155,7 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
         pr = repo.get_pull(number)
         changed = changed_files(pr)
         base_config = base_configuration(
-            repo, event, settings.config, settings.paths, _threshold(settings), cwd) \
+            repo, event, settings.config, settings.paths, _overrides(settings), cwd) \
             if settings.config_from == "base" else None
         known = review_baseline(settings, repo, event, cwd)
     except api_errors as exc:
@@ -202,9 +212,12 @@ def exit_status(outcome: Outcome, settings: Settings) -> int:
     if settings.fail_level == "none":
         return 0
     coverage_fails = bool(outcome.coverage and not outcome.coverage["passed"])
+    levels = [_RANK[getattr(settings, "level", None) or f.severity] for f in outcome.findings]
+    if settings.fail_level == "any":
+        return 1 if levels or coverage_fails else 0
     if settings.fail_level == "warning":
-        return 1 if outcome.findings or coverage_fails else 0
-    return 1 if any(f.severity == "error" for f in outcome.findings) else 0
+        return 1 if any(n >= _RANK["warning"] for n in levels) or coverage_fails else 0
+    return 1 if any(n >= _RANK["error"] for n in levels) else 0
 
 
 # Checking -------------------------------------------------------------------------------
@@ -229,7 +242,7 @@ def review_baseline(settings: Settings, repo: Any, event: Event, cwd: Path) -> A
 def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
                   base: BaseConfiguration | None = None, known: Any = None) -> Outcome:
     """Check the changed Python files; keep the findings the filter mode keeps."""
-    from reviewbot.config import Overrides, load_config
+    from reviewbot.config import load_config
     from reviewbot.context import RunContext
     from reviewbot.discovery import display_path
     from reviewbot.engine import Engine
@@ -243,7 +256,7 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
         if config_file is not None and not config_file.is_file():
             raise ReviewbotError(f"{settings.config}: configuration file not found")
         config = load_config([cwd / p for p in settings.paths], config_file,
-                             Overrides(options=_threshold(settings)), cwd)
+                             _overrides(settings), cwd)
         packs = load_packs(config.rule_packs, config.root, config.source,
                            config.key_prefix + "rule-packs")
     in_scope = [f for f in files if _under(f, [cwd / p for p in settings.paths])
@@ -293,6 +306,14 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
     return outcome
 
 
+def _overrides(settings: Settings) -> Any:
+    """The command line's overrides, with ``--docstring-threshold`` as RB301's option."""
+    from reviewbot.config import Overrides
+
+    given = getattr(settings, "overrides", None) or Overrides()
+    return dataclasses.replace(given, options=(*given.options, *_threshold(settings)))
+
+
 def _threshold(settings: Settings) -> tuple[tuple[str, str, Any], ...]:
     if settings.docstring_threshold is None:
         return ()
@@ -318,9 +339,10 @@ def review_cache(config: Any, packs: Any, cwd: Path) -> Any:
 
 
 def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> list[str]:
-    """``path:line`` of each suppression comment on a line the pull request adds."""
+    """``path:line`` of each suppression comment on a line the pull request adds (``path:line
+    (whole file)`` for a ``# reviewbot: ignore-file``)."""
     from reviewbot.source import UnreadableSource, decode, read_bytes
-    from reviewbot.suppression import Suppressions
+    from reviewbot.suppression import Suppressions, file_ignore_line
 
     found = []
     for file in files:
@@ -335,6 +357,9 @@ def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> l
             text = decode(read_bytes(str(file), 16 * 1024 * 1024)).text
         except UnreadableSource:
             continue
+        whole = file_ignore_line(text)
+        if whole is not None and whole in change.added:
+            found.append(f"{rel}:{whole} (whole file)")
         lines = Suppressions.parse(text).by_line
         found.extend(f"{rel}:{line}" for line in sorted(lines) if line in change.added)
     return found
@@ -343,56 +368,6 @@ def added_suppressions(files: list[Path], changed: ChangedLines, cwd: Path) -> l
 def _under(path: Path, roots: list[Path]) -> bool:
     resolved = path.resolve()
     return any(resolved == r.resolve() or resolved.is_relative_to(r.resolve()) for r in roots)
-
-
-def changed_coverage(files: list[Path], changed: ChangedLines, config: Any,
-                     cwd: Path) -> dict[str, Any]:
-    """Docstring coverage of the definitions the pull request adds or changes: a function
-    whose lines it touches, a class whose header it touches, RB301's options applied."""
-    import ast
-
-    from reviewbot.analysis.definitions import collect_definitions, counted
-    from reviewbot.rules._docstring_options import excluded
-    from reviewbot.source import Columns, UnreadableSource, decode, parse_quietly, read_bytes
-
-    settings = config.settings.get("RB301", {})
-    documented = total = 0
-    missing: list[str] = []
-    for file in files:
-        rel = file.resolve().relative_to(cwd.resolve()).as_posix()
-        change = changed.files.get(rel)
-        if change is None or excluded(rel, settings):
-            continue
-        try:
-            text = decode(read_bytes(str(file))).text
-            tree = parse_quietly(text)
-        except (UnreadableSource, SyntaxError, ValueError):
-            continue
-        spans = {}
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                spans[node.lineno] = range(node.lineno, (node.end_lineno or node.lineno) + 1)
-            elif isinstance(node, ast.ClassDef):
-                header_end = node.body[0].lineno if node.body else node.lineno + 1
-                spans[node.lineno] = range(node.lineno, header_end + 1)
-        for definition in counted(collect_definitions(tree, Columns(text)), settings):
-            span = spans.get(definition.line)
-            if definition.kind == "module":
-                touched = change.status == "added"
-            else:
-                touched = span is not None and any(n in change.added for n in span)
-            if not touched:
-                continue
-            total += 1
-            if definition.documented:
-                documented += 1
-            else:
-                missing.append(f"{rel}:{definition.line} {definition.name}")
-    threshold = float(settings.get("threshold", 80.0))
-    percent = round(100.0 * documented / total, 2) if total else 100.0
-    return {"documented": documented, "total": total, "coverage": percent,
-            "threshold": threshold, "passed": total == 0 or percent >= threshold,
-            "missing": missing}
 
 
 # Posting ----------------------------------------------------------------------------------
@@ -542,12 +517,14 @@ def _upsert_summary(pr: Any, text: str, identity: str) -> None:
 
 def _post_check(repo: Any, event: Event, outcome: Outcome, settings: Settings) -> None:
     head = event.head_sha
+    levels = {"info": "notice", "warning": "warning", "error": "failure"}
     annotations = [{"path": f.path, "start_line": f.line, "end_line": max(f.line, f.end_line),
-                    "annotation_level": "failure" if f.severity == "error" else "warning",
+                    "annotation_level": levels[getattr(settings, "level", None)
+                                               or f.severity],
                     "title": f"{f.code} {f.name}", "message": f.message}
                    for f in outcome.findings[:50]]
     failed = exit_status(outcome, settings) != 0
-    repo.create_check_run(name="reviewbot", head_sha=head, status="completed",
+    repo.create_check_run(name=getattr(settings, "tool_name", "reviewbot"), head_sha=head, status="completed",
                           conclusion="failure" if failed else "success",
                           output={"title": f"{len(outcome.findings)} findings",
                                   "summary": outcome.summary, "annotations": annotations})
@@ -569,5 +546,5 @@ def _annotations(outcome: Outcome, settings: Settings, out: TextIO) -> None:
 
     shown = outcome.findings[:settings.max_comments]
     if shown:
-        github.write(shown, out, False)
+        github.write(shown, out, False, level_of_all=getattr(settings, "level", None))
 

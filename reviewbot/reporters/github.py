@@ -20,10 +20,16 @@ def _escape_property(value: str) -> str:
     return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
-def write(findings: Sequence[Finding], out: TextIO, color: bool, context: Any = None) -> None:
-    """Write one workflow command per finding."""
+_COMMANDS = {"info": "notice", "warning": "warning", "error": "error"}
+
+
+def write(findings: Sequence[Finding], out: TextIO, color: bool, context: Any = None,
+          level_of_all: str | None = None) -> None:
+    """Write one workflow command per finding (``level_of_all``: info, warning or error
+    for every finding, instead of each one's severity)."""
     for f in findings:
-        level = "error" if f.severity == "error" else "warning"
+        level = _COMMANDS.get(level_of_all or "", "error" if f.severity == "error"
+                              else "warning")
         props = []
         # A finding about the whole checked set (RB301) names a folder: no file to annotate.
         if not os.path.isdir(f.path):

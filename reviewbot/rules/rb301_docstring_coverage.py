@@ -29,9 +29,10 @@ class DocstringCoverage(DocstringRule):
     `__init__`, magic methods, nested functions, `@overload` stubs, property setters,
     module docstrings and test files), and reports once per run when the share that
     has a docstring is below `threshold` percent. The message says "N of M definitions
-    documented" and lists what is missing as `path:line name`. With `--coverage-report`
-    it is also reported for each file below the threshold, and a table of every file
-    is printed.
+    documented" and lists what is missing as `path:line name`. With the `per-file`
+    option it is also reported for each file below the threshold.
+    `--coverage-report` prints a table of every file's coverage beside the report; it
+    never changes the findings or the exit status.
 
     The finding about the run names what was checked (a folder) as its path, and comes
     last in the text report. Viewers that need a file and a line (SARIF, GitHub code
@@ -73,6 +74,7 @@ class DocstringCoverage(DocstringRule):
 
     ## Options
     - `threshold` (number, default 80): the lowest acceptable percentage.
+    - `per-file` (boolean, default false): also report each file below the threshold.
     - `ignore-module`, `ignore-private`, `ignore-magic`, `ignore-init`, `ignore-nested`,
       `ignore-overload`, `ignore-setters` (booleans): what is left out of the count.
     - `exclude` (list of gitignore-style patterns, default the test files): files left out.
@@ -89,6 +91,7 @@ class DocstringCoverage(DocstringRule):
     options = (
         Option("threshold", 80.0, "The lowest acceptable coverage, in percent.", (int, float),
                _check_threshold),
+        Option("per-file", False, "Also report each file below the threshold.", (bool,)),
         *DOCSTRING_OPTIONS,
     )
     VALID = [
@@ -100,6 +103,7 @@ class DocstringCoverage(DocstringRule):
     ]
     INVALID = [
         Invalid("class A:\n    def f(self):\n        pass\n", message_contains="0 of 2"),
+        Invalid("def f():\n    pass\n", options={"per-file": True}, message_contains="0 of 1"),
         Invalid('def f():\n    """Doc."""\n\ndef g():\n    pass\n', options={"threshold": 60},
                 message_contains="50.00%"),
         Invalid("def test_f():\n    pass\n", path="tests/test_example.py",
@@ -113,8 +117,9 @@ class DocstringCoverage(DocstringRule):
             ctx.add_fact(self.code, [(d.kind, d.name, d.line, d.documented) for d in defs])
 
     def finish(self, facts: Mapping[str, Any], run: RunContext) -> list[Finding]:
-        """Report the run's coverage, and each file's with ``--coverage-report``."""
+        """Report the run's coverage, and each file's with the ``per-file`` option."""
         threshold = float(self.settings["threshold"])
+        per_file = bool(self.settings.get("per-file", False))
         findings = []
         total = documented = 0
         missing: list[str] = []
@@ -125,7 +130,7 @@ class DocstringCoverage(DocstringRule):
             documented += file_documented
             missing.extend(f"{path}:{d[2]} {d[1]}" for d in defs if not d[3])
             percent = coverage_percent(file_documented, len(defs))
-            if run.coverage_report and round(percent, 2) < threshold:
+            if per_file and round(percent, 2) < threshold:
                 findings.append(self._finding(path, percent, file_documented, len(defs),
                                               threshold, [f"{path}:{d[2]} {d[1]}"
                                                           for d in defs if not d[3]]))
