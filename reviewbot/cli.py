@@ -692,6 +692,10 @@ def write_file(path: Path, fixed: Any, include_read_only: bool, err: TextIO,
     was read is left alone with a one-line warning. Whether it was written."""
     from reviewbot.fixer import FixError, write_atomic
 
+    if path.is_symlink():
+        err.write(f"reviewbot: warning: {printable(fixed.path)}: is a symbolic link; not "
+                  "rewritten\n")
+        return False
     if not include_read_only and not _writable(path):
         err.write(f"reviewbot: warning: {printable(fixed.path)}: is read-only; not "
                   f"rewritten{read_only_hint}\n")
