@@ -95,6 +95,29 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print how many findings each rule has instead of the findings")
     check.add_argument("--quiet", "-q", action="store_true",
                        help="print the findings only: no summary line, no notes")
+    check.add_argument("--fix", action="store_true",
+                       help="apply the safe fixes, then report the findings that remain")
+    check.add_argument("--unsafe-fixes", action="store_true",
+                       help="with --fix, --fix-only, --diff or --show-fixes: include the "
+                            "fixes marked unsafe ([~] in the report)")
+    check.add_argument("--diff", action="store_true",
+                       help="print a unified diff of the fixes and write nothing (exit 1 "
+                            "when there is one)")
+    check.add_argument("--fix-only", action="store_true",
+                       help="apply the fixes and do not report the findings that remain")
+    check.add_argument("--show-fixes", action="store_true",
+                       help="list the fixes applied (or available), by file and code")
+    check.add_argument("--add-noqa", action="store_true",
+                       help="write `# noqa: CODE` at the end of each reported line, so that "
+                            "the findings of today are suppressed")
+    check.add_argument("--show-settings", action="store_true",
+                       help="print the configuration resolved for the first path and exit")
+    check.add_argument("--show-files", action="store_true",
+                       help="print the files that would be checked and exit")
+    check.add_argument("--stdin-filename", metavar="PATH",
+                       help="with `-` as the path: the name of the source read from standard "
+                            "input (shown, matched by per-file-ignores, and where the "
+                            "configuration is looked up)")
     known = check.add_mutually_exclusive_group()
     known.add_argument("--baseline", metavar="FILE",
                        help="report only findings that the baseline FILE does not record")
@@ -338,6 +361,31 @@ class _Run:
                       project_files=self.project_files, index_cache=self.index_cache)
 
 
+def _stdin_lookup(name: str | None) -> str:
+    """Where the configuration of a source read from standard input is looked up: its
+    ``--stdin-filename`` when that exists, else the nearest folder of it that does."""
+    if not name:
+        return "."
+    candidate = Path(name)
+    while not os.path.lexists(candidate):
+        if candidate.parent == candidate or str(candidate.parent) in ("", "."):
+            return "."
+        candidate = candidate.parent
+    return str(candidate)
+
+
+def _warn_target_version(config: Any) -> None:
+    """One warning when target-version is newer than the Python that parses the files."""
+    target = config.target_tuple()
+    running = sys.version_info[:2]
+    if target is not None and target > running:
+        sys.stderr.write(
+            f"reviewbot: warning: target-version is {config.target_version} but this is "
+            f"Python {running[0]}.{running[1]}: syntax newer than {running[0]}.{running[1]} "
+            "cannot be parsed and is reported as RB001 in its file; run reviewbot with "
+            f"Python {target[0]}.{target[1]} or newer\n")
+
+
 def _prepare(args: argparse.Namespace) -> _Run:
     """Read the configuration and the packs, and find the files (exit 2 on bad input)."""
     from reviewbot.cache import CACHE_DIR_NAME, ResultCache
@@ -347,10 +395,13 @@ def _prepare(args: argparse.Namespace) -> _Run:
     from reviewbot.packs import load_packs
 
     cwd = Path.cwd()
+    stdin = getattr(args, "stdin", False)
     paths = args.paths or ["."]
+    if stdin:  # the source comes from standard input; its name need not exist
+        paths = [_stdin_lookup(getattr(args, "stdin_filename", None))]
     for raw in paths:  # before any configuration is read: a typo in a path is exit 2
         if not os.path.lexists(raw):
-            raise ReviewbotError(f"{raw}: no such file or directory")
+            raise ReviewbotError(f"{printable(raw)}: no such file or directory")
     include_unknown = getattr(args, "include_unknown", False)
     overrides = Overrides(
         select=tuple(c for group in args.select for c in group) if args.select else None,
@@ -366,7 +417,8 @@ def _prepare(args: argparse.Namespace) -> _Run:
     if config_file is not None and not config_file.is_file():
         raise ReviewbotError(f"{args.config}: configuration file not found")
     config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
-    files = discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
+    _warn_target_version(config)
+    files = [] if stdin else discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
     root = project_root(paths, config, cwd)
     index_root, project_files = project_index_files(files, config, cwd,
                                                     () if args.force_exclude else paths)
@@ -409,18 +461,58 @@ def _prepare(args: argparse.Namespace) -> _Run:
 
 
 
+_FIX_MODES = ("fix", "fix_only", "diff", "add_noqa")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse combinations of check's flags that do not go together (exit 2)."""
+    modes = [m for m in _FIX_MODES if getattr(args, m)]
+    if args.fix and args.fix_only:
+        modes.remove("fix")  # --fix-only is --fix without the report
+    if len(modes) > 1:
+        raise ReviewbotError(f"{' and '.join(_flag(m) for m in modes)} cannot be combined")
+    for other in ("baseline", "write_baseline", "since"):
+        if modes and getattr(args, other):
+            raise ReviewbotError(f"{_flag(modes[0])} cannot be combined with {_flag(other)}")
+    if args.show_settings and args.show_files:
+        raise ReviewbotError("--show-settings and --show-files cannot be combined")
+    if "-" in args.paths and len(args.paths) > 1:
+        raise ReviewbotError("`-` (standard input) must be the only path")
+    if args.stdin_filename is not None and args.paths and args.paths != ["-"]:
+        raise ReviewbotError("--stdin-filename names standard input: give `-` as the only "
+                             "path, or no path")
+    args.stdin = args.paths == ["-"] or (args.stdin_filename is not None and not args.paths)
+    if args.stdin and args.add_noqa:
+        raise ReviewbotError("--add-noqa writes files; it cannot take standard input")
+    if args.stdin and args.show_files:
+        raise ReviewbotError("--show-files lists files; it cannot take standard input")
+
+
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """``reviewbot check``."""
-    from reviewbot.context import RunContext
-    from reviewbot.reporters import statistics, write_report
     from reviewbot.reporters.sources import Sources, repository_root
 
+    _check_flags(args)
     prepared = _prepare(args)
     config, packs, files, paths, cwd = (prepared.config, prepared.packs, prepared.files,
                                         prepared.paths, prepared.cwd)
+    if args.show_settings:
+        return show_settings(prepared, out)
+    if args.show_files:
+        from reviewbot.discovery import display_path
+
+        for path in files:
+            out.write(line_start(display_path(path, cwd)) + "\n")
+        return EXIT_CLEAN
     if args.explain_hot_paths:
         return explain_hot_paths(files, packs, cwd, out, prepared.roots,
                                  config.max_file_size, prepared)
+    if args.stdin:
+        return _check_stdin(args, prepared, out, err)
 
     from reviewbot import baseline
 
@@ -431,6 +523,34 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         result = engine.run(files, prepared.run_context(), cwd)
     finally:
         progress.close()
+
+    if args.add_noqa:
+        return _add_noqa(prepared, result.findings, err)
+    fixing = args.fix or args.fix_only or args.diff
+    fixed: _Fixed | None = None
+    if fixing:
+        fixed = fix_files(prepared, engine, result.findings, args.unsafe_fixes,
+                          write=not args.diff, include_read_only=False, err=err,
+                          read_only_hint="")
+        if args.diff:
+            _write_diffs(fixed.files, out)
+        if args.show_fixes:
+            _show_fixes([f for file in fixed.files for f in file.applied],
+                        "Would fix {}" if args.diff else "Fixed {}",
+                        err if args.diff or args.output_format not in _HUMAN else out)
+        if args.diff or args.fix_only or not args.quiet:
+            _fix_summary(fixed, args.diff, err)
+        if args.diff:
+            return EXIT_FINDINGS if fixed.files or fixed.failures else EXIT_CLEAN
+        if args.fix_only:
+            return EXIT_FINDINGS if fixed.failures else EXIT_CLEAN
+        if fixed.files:  # what remains once the fixes are in
+            progress = _Progress(err)
+            engine = prepared.engine(args.jobs, progress)
+            try:
+                result = engine.run(files, prepared.run_context(), cwd)
+            finally:
+                progress.close()
 
     sources = Sources(cwd, prepared.roots, repository_root(prepared.roots[0] if prepared.roots
                                                            else cwd), config.max_file_size)
@@ -453,6 +573,27 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                                     _root_display(paths), cwd)
             if docs is not None:
                 result.findings = sorted([*result.findings, docs], key=lambda f: f.sort_key())
+    _report(args, prepared, result, sources, out, err)
+    if args.show_fixes and not fixing:
+        from reviewbot.fixer import allowed
+
+        _show_fixes([f for f in result.findings if allowed(f.fix, args.unsafe_fixes)],
+                    "{} fixable with --fix", out if args.output_format in _HUMAN else err)
+    if not files:
+        err.write("reviewbot: warning: no Python files found to check\n")
+    return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
+
+
+# Formats read by people: a list of fixes may follow the report on the same stream.
+_HUMAN = ("text", "concise", "full")
+
+
+def _report(args: argparse.Namespace, prepared: _Run, result: Any, sources: Any,
+            out: TextIO, err: TextIO) -> None:
+    """Write the report of ``result`` where --output-file (or ``out``) says."""
+    from reviewbot.reporters import statistics, write_report
+
+    config = prepared.config
     handle = _open_report(args.output_file)
     target: TextIO = handle or out
     try:
@@ -462,7 +603,7 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             table_out = target if args.output_format == "text" else err
             coverage.write(result.facts.get("RB301", {}),
                            float(config.settings["RB301"]["threshold"]), table_out)
-        color = handle is None and _use_color(args.color, out)
+        color = handle is None and _use_color(args.color, target)
         if args.statistics:
             statistics.write(result.findings, target, color, args.output_format,
                              not args.quiet)
@@ -472,83 +613,351 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         if handle is not None:
             handle.close()
-    if not files:
-        err.write("reviewbot: warning: no Python files found to check\n")
-    return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
 
 
-def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """``reviewbot fix``: a diff of every fix, or (``--apply``) the fixes written."""
-    from reviewbot.discovery import display_path, inside, relative_to_root
-    from reviewbot.fixer import Fixer, FixError, allowed, write_atomic
+def _show_fixes(findings: Sequence[Any], title: str, out: TextIO) -> None:
+    """``--show-fixes``: the fixes by file, then by code, with how many of each."""
+    from collections import Counter
 
-    prepared = _prepare(args)
-    config, packs, cwd = prepared.config, prepared.packs, prepared.cwd
-    by_shown = {display_path(path, cwd): path for path in prepared.files}
-    # One checking pass over everything (parallel, cached) finds the files worth fixing.
-    engine = prepared.engine(args.jobs)
-    result = engine.run(prepared.files, prepared.run_context(), cwd)
-    todo = sorted({f.path for f in result.findings if allowed(f.fix, args.unsafe_fixes)
-                   and f.path in by_shown})
-    held_back = sum(1 for f in result.findings
-                    if not args.unsafe_fixes and allowed(f.fix, True)
-                    and not allowed(f.fix, False))
-    fixer = Fixer(config, packs, engine.rules, unsafe=args.unsafe_fixes)
-    fixed_files = fixes = failures = 0
-    # The diff shows the checked code line by line; in an Actions log a line of it could
-    # read as a workflow command (the runner ignores leading blanks), so they are off
-    # while it is printed.
+    by_file: dict[str, Counter[tuple[str, str]]] = {}
+    for finding in findings:
+        by_file.setdefault(finding.path, Counter())[(finding.code, finding.name)] += 1
+    total = sum(sum(c.values()) for c in by_file.values())
+    out.write(title.format(f"{total} {'finding' if total == 1 else 'findings'}")
+              + (":\n" if total else ".\n"))
+    for path in sorted(by_file):
+        out.write(f"- {printable(path)}:\n")
+        for (code, name), count in sorted(by_file[path].items()):
+            out.write(f"    {count} x {code} ({name})\n")
+
+
+def _fix_summary(fixed: "_Fixed", dry_run: bool, err: TextIO) -> None:
+    noun = "fix" if fixed.fixes == 1 else "fixes"
+    files_noun = "file" if len(fixed.files) == 1 else "files"
+    verb = "Would apply" if dry_run else "Applied"
+    err.write(f"{verb} {fixed.fixes} {noun} in {len(fixed.files)} {files_noun}.")
+    if fixed.held_back:
+        err.write(f" {fixed.held_back} more with --unsafe-fixes.")
+    if fixed.failures:
+        err.write(f" {fixed.failures} {'file' if fixed.failures == 1 else 'files'} left "
+                  "unchanged (see the warnings).")
+    err.write("\n")
+
+
+def _write_diffs(files: Sequence[Any], out: TextIO) -> None:
+    """The diffs of fixed files. The diff shows the checked code line by line; in an
+    Actions log a line of it could read as a workflow command (the runner ignores leading
+    blanks), so they are off while it is printed."""
     stop_token = ""
+    for fixed in files:
+        if not stop_token and os.environ.get("GITHUB_ACTIONS") == "true":
+            import secrets
+
+            stop_token = secrets.token_hex(16)
+            out.write(f"::stop-commands::{stop_token}\n")
+        out.write(fixed.diff())
+    if stop_token:
+        out.write(f"::{stop_token}::\n")
+
+
+@dataclasses.dataclass
+class _Fixed:
+    """What a fixing pass over the checked files gave."""
+
+    files: list[Any]  # a FileFix for each file that changed (written, unless a dry run)
+    failures: int = 0  # files that could not be fixed or written
+    held_back: int = 0  # unsafe fixes left out
+
+    @property
+    def fixes(self) -> int:
+        """How many fixes were applied (or would be)."""
+        return sum(len(f.applied) for f in self.files)
+
+
+def fix_files(prepared: _Run, engine: Any, findings: Sequence[Any], unsafe: bool, *,
+              write: bool, include_read_only: bool, err: TextIO,
+              read_only_hint: str) -> _Fixed:
+    """Fix every checked file with a fix among ``findings`` (of one checking pass of
+    ``engine``); with ``write``, through :func:`write_file`. Each file that cannot be fixed
+    or written gets one warning and is left as it was."""
+    from reviewbot.discovery import display_path, inside, relative_to_root
+    from reviewbot.fixer import Fixer, allowed
+
+    config, cwd = prepared.config, prepared.cwd
+    by_shown = {display_path(path, cwd): path for path in prepared.files}
+    todo = sorted({f.path for f in findings if allowed(f.fix, unsafe) and f.path in by_shown})
+    held_back = sum(1 for f in findings
+                    if not unsafe and allowed(f.fix, True) and not allowed(f.fix, False))
+    fixer = Fixer(config, prepared.packs, engine.rules, unsafe=unsafe)
+    outcome = _Fixed([], 0, held_back)
     for shown in todo:
         path = by_shown[shown]
         if prepared.roots and not inside(path, prepared.roots):
             continue  # it became a link out of the project since it was checked
         fixed = fixer.fix_file(path, shown, relative_to_root(path, config.root))
         if fixed.error is not None:
-            failures += 1
+            outcome.failures += 1
             err.write(f"reviewbot: warning: {printable(shown)}: {printable(fixed.error)}\n")
             continue
         if not fixed.changed:
             continue
-        if args.apply:
-            if not args.include_read_only and not _writable(path):
-                failures += 1
-                err.write(f"reviewbot: warning: {printable(shown)}: is read-only; not "
-                          "rewritten (--include-read-only rewrites it)\n")
-                continue
-            try:
-                write_atomic(path, fixed)
-            except FixError as exc:
-                failures += 1
-                err.write(f"reviewbot: warning: {printable(str(exc))}\n")
-                continue
-        else:
-            if not stop_token and os.environ.get("GITHUB_ACTIONS") == "true":
-                import secrets
+        if write and not write_file(path, fixed, include_read_only, err, read_only_hint):
+            outcome.failures += 1
+            continue
+        outcome.files.append(fixed)
+    return outcome
 
-                stop_token = secrets.token_hex(16)
-                out.write(f"::stop-commands::{stop_token}\n")
-            out.write(fixed.diff())
-        fixed_files += 1
-        fixes += len(fixed.applied)
-    if stop_token:
-        out.write(f"::{stop_token}::\n")
-    noun = "fix" if fixes == 1 else "fixes"
-    files_noun = "file" if fixed_files == 1 else "files"
-    if args.apply:
-        err.write(f"Applied {fixes} {noun} in {fixed_files} {files_noun}.")
-    else:
-        err.write(f"Would apply {fixes} {noun} in {fixed_files} {files_noun}"
-                  f"{'; run with --apply to write them' if fixes else ''}.")
-    if held_back:
-        err.write(f" {held_back} more with --unsafe-fixes.")
+
+def write_file(path: Path, fixed: Any, include_read_only: bool, err: TextIO,
+               read_only_hint: str = "") -> bool:
+    """Write a changed file atomically (reviewbot.fixer.write_atomic): a read-only file
+    (unless ``include_read_only``), a symbolic link, or a file changed on disk since it
+    was read is left alone with a one-line warning. Whether it was written."""
+    from reviewbot.fixer import FixError, write_atomic
+
+    if path.is_symlink():
+        err.write(f"reviewbot: warning: {printable(fixed.path)}: is a symbolic link; not "
+                  "rewritten\n")
+        return False
+    if not include_read_only and not _writable(path):
+        err.write(f"reviewbot: warning: {printable(fixed.path)}: is read-only; not "
+                  f"rewritten{read_only_hint}\n")
+        return False
+    try:
+        write_atomic(path, fixed)
+    except FixError as exc:
+        err.write(f"reviewbot: warning: {printable(str(exc))}\n")
+        return False
+    return True
+
+
+def _add_noqa(prepared: _Run, findings: Sequence[Any], err: TextIO) -> int:
+    """``check --add-noqa``: a noqa comment for every finding in a file, written safely."""
+    from reviewbot import registry
+    from reviewbot.discovery import display_path, inside
+    from reviewbot.fixer import FileFix, _compiles
+    from reviewbot.noqa import add_noqa
+    from reviewbot.source import UnreadableSource, decode, read_bytes
+    from reviewbot.suppression import Suppressions
+
+    by_shown = {display_path(path, prepared.cwd): path for path in prepared.files}
+    internal = {r.code for r in registry.RULES if r.internal}
+    wanted: dict[str, list[Any]] = {}
+    for finding in findings:
+        if finding.run_level or finding.path not in by_shown or finding.code in internal:
+            continue  # the whole run (RB301's coverage), or RB0xx: no line to suppress
+        wanted.setdefault(finding.path, []).append(finding)
+    added = written = failures = 0
+    for shown in sorted(wanted):
+        path = by_shown[shown]
+        if prepared.roots and not inside(path, prepared.roots):
+            continue
+        try:
+            data = read_bytes(str(path), prepared.config.max_file_size)
+            source = decode(data)
+        except UnreadableSource as exc:
+            failures += 1
+            err.write(f"reviewbot: warning: {printable(shown)}: skipped: {printable(str(exc))}\n")
+            continue
+        lines: dict[int, set[str]] = {}
+        for finding in wanted[shown]:
+            lines.setdefault(finding.line, set()).add(finding.code)
+        result = add_noqa(source.text, lines)
+        for line, why in result.skipped:
+            err.write(f"reviewbot: warning: {printable(shown)}:{line}: no noqa comment "
+                      f"added ({why})\n")
+        if result.text == source.text:
+            failures += bool(result.skipped)
+            continue
+        # The comments must leave the code as it was and suppress what they are for.
+        if _compiles(source.text, shown) is None and _compiles(result.text, shown) is not None:
+            failures += 1
+            err.write(f"reviewbot: warning: {printable(shown)}: adding noqa comments would "
+                      "break the code; the file is left as it was\n")
+            continue
+        suppressions = Suppressions.parse(result.text)
+        skipped = {line for line, _ in result.skipped}
+        missed = [f for f in wanted[shown] if f.line not in skipped
+                  and not suppressions.suppresses(f)]
+        if missed:
+            failures += 1
+            err.write(f"reviewbot: warning: {printable(shown)}:{missed[0].line}: a noqa "
+                      "comment there would not be honoured; the file is left as it was\n")
+            continue
+        fixed = FileFix(shown, old=source.text, new=result.text, data=data,
+                        encoding=source.encoding, bom=source.bom)
+        if not write_file(path, fixed, False, err):
+            failures += 1
+            continue
+        added += result.added
+        written += 1
+        failures += bool(result.skipped)
+    err.write(f"Added {added} noqa {'code' if added == 1 else 'codes'} in {written} "
+              f"{'file' if written == 1 else 'files'}.")
     if failures:
-        err.write(f" {failures} {'file' if failures == 1 else 'files'} left unchanged "
-                  "(see the warnings).")
+        err.write(f" {failures} {'file' if failures == 1 else 'files'} not (fully) "
+                  "annotated (see the warnings).")
+    err.write("\n")
+    return EXIT_FINDINGS if failures else EXIT_CLEAN
+
+
+def _check_stdin(args: argparse.Namespace, prepared: _Run, out: TextIO, err: TextIO) -> int:
+    """``reviewbot check -``: the source read from standard input, checked alone (no
+    project index); with --fix or --fix-only the fixed source goes to standard output and
+    the report to standard error. Nothing is written to disk."""
+    from reviewbot.discovery import relative_to_root
+    from reviewbot.engine import Checker, FileJob, _file_finding
+    from reviewbot.fixer import Fixer, allowed
+    from reviewbot.reporters.sources import Sources
+    from reviewbot.rules.rb003_unreadable_file import UnreadableFile
+    from reviewbot.source import UnreadableSource, _too_large, decode, split_lines
+
+    config, cwd = prepared.config, prepared.cwd
+    shown = args.stdin_filename or "-"
+    rel = relative_to_root(Path(os.path.abspath(shown)), config.root) \
+        if args.stdin_filename else "-"
+    data = _read_stdin(config.max_file_size)
+    engine = prepared.engine(1)
+    checker = Checker(config, prepared.packs, engine.rules)
+    run = prepared.run_context()
+
+    def check(payload: bytes) -> Any:
+        if len(payload) > config.max_file_size:
+            found = engine._finish({}, run, 0)
+            found.findings = [_file_finding(UnreadableFile, shown, "Skipped: " + _too_large(
+                len(payload), config.max_file_size))]
+            return found
+        return engine._finish({shown: checker.check(FileJob(shown, rel, payload))}, run, 0)
+
+    result = check(data)
+    try:
+        source = decode(data) if len(data) <= config.max_file_size else None
+    except UnreadableSource:
+        source = None
+    fixing = args.fix or args.fix_only or args.diff
+    report_out = out
+    if fixing:
+        new_data = data
+        fixed = None
+        if source is not None and any(allowed(f.fix, args.unsafe_fixes)
+                                      for f in result.findings):
+            fixed = Fixer(config, prepared.packs, engine.rules,
+                          unsafe=args.unsafe_fixes).fix_text(shown, rel, source.text,
+                                                             source.encoding)
+            if fixed.error is not None:
+                err.write(f"reviewbot: warning: {printable(shown)}: {printable(fixed.error)}\n")
+                fixed = None
+            elif fixed.changed:
+                new_data = (b"\xef\xbb\xbf" if source.bom else b"") + \
+                    fixed.new.encode(source.encoding)
+        applied = fixed.applied if fixed is not None and fixed.changed else []
+        if args.diff:
+            if fixed is not None and fixed.changed:
+                _write_diffs([fixed], out)
+        else:
+            _write_source(new_data, out)
+        if args.show_fixes:
+            _show_fixes(applied, "Would fix {}" if args.diff else "Fixed {}", err)
+        if args.diff:
+            return EXIT_FINDINGS if applied else EXIT_CLEAN
+        if args.fix_only:
+            return EXIT_CLEAN
+        if applied:
+            result = check(new_data)
+            source = decode(new_data)
+        report_out = err
+    sources = Sources(cwd, (), cwd, config.max_file_size)
+    sources._files[shown] = split_lines(source.text) if source is not None else None
+    _report(args, prepared, result, sources, report_out, err)
+    if args.show_fixes and not fixing:
+        _show_fixes([f for f in result.findings if allowed(f.fix, args.unsafe_fixes)],
+                    "{} fixable with --fix", report_out if args.output_format in _HUMAN else err)
+    return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
+
+
+def _read_stdin(limit: int) -> bytes:
+    """Standard input's bytes, at most one more than ``limit`` (too large is RB003)."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream put in place of standard input
+        return (sys.stdin.read() if sys.stdin is not None else "").encode("utf-8")
+    return stream.read(limit + 1)
+
+
+def _write_source(data: bytes, out: TextIO) -> None:
+    """The (fixed) source, byte for byte, on standard output."""
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None:
+        out.flush()
+        buffer.write(data)
+        buffer.flush()
+    else:
+        out.write(data.decode("utf-8", errors="surrogateescape"))
+
+
+def show_settings(prepared: _Run, out: TextIO) -> int:
+    """``check --show-settings``: the configuration resolved for the first path."""
+    from reviewbot import registry
+
+    config, packs = prepared.config, prepared.packs
+
+    def line(key: str, value: str) -> None:
+        out.write(f"{key}: {printable(value)}\n")
+
+    def listing(values: Any) -> str:
+        return ", ".join(str(v) for v in values) or "(none)"
+
+    line("path", prepared.paths[0] if prepared.paths else ".")
+    line("config file", config.source or "(none: the defaults)")
+    line("project root", str(config.root))
+    line("enabled rules", listing(sorted(config.enabled)))
+    line("target-version", config.target_version or "(not set)")
+    line("rule-packs", listing(config.rule_packs))
+    line("packs in use", listing(packs.names))
+    line("devices.default", packs.default_device)
+    line("engine-packs", str(config.engine_packs).lower())
+    line("respect-gitignore", str(config.respect_gitignore).lower())
+    line("max-file-size", f"{config.max_file_size} bytes")
+    line("exclude", listing(config.exclude))
+    out.write("per-file-ignores:" + ("" if config.per_file_ignores else " (none)") + "\n")
+    for pattern, codes in config.per_file_ignores:
+        out.write(f"  {printable(pattern)}: {listing(sorted(codes))}\n")
+    out.write("options:\n")
+    for rule in registry.RULES:
+        if rule.code not in config.enabled:
+            continue
+        for name, value in config.settings.get(rule.code, {}).items():
+            out.write(f"  {rule.code}.{printable(str(name))} = {printable(repr(value))}\n")
+    return EXIT_CLEAN
+
+
+def run_fix(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``reviewbot fix``: a diff of every fix, or (``--apply``) the fixes written."""
+    prepared = _prepare(args)
+    # One checking pass over everything (parallel, cached) finds the files worth fixing.
+    engine = prepared.engine(args.jobs)
+    result = engine.run(prepared.files, prepared.run_context(), prepared.cwd)
+    fixed = fix_files(prepared, engine, result.findings, args.unsafe_fixes, write=args.apply,
+                      include_read_only=args.include_read_only, err=err,
+                      read_only_hint=" (--include-read-only rewrites it)")
+    if not args.apply:
+        _write_diffs(fixed.files, out)
+    noun = "fix" if fixed.fixes == 1 else "fixes"
+    files_noun = "file" if len(fixed.files) == 1 else "files"
+    if args.apply:
+        err.write(f"Applied {fixed.fixes} {noun} in {len(fixed.files)} {files_noun}.")
+    else:
+        err.write(f"Would apply {fixed.fixes} {noun} in {len(fixed.files)} {files_noun}"
+                  f"{'; run with --apply to write them' if fixed.fixes else ''}.")
+    if fixed.held_back:
+        err.write(f" {fixed.held_back} more with --unsafe-fixes.")
+    if fixed.failures:
+        err.write(f" {fixed.failures} {'file' if fixed.failures == 1 else 'files'} left "
+                  "unchanged (see the warnings).")
     err.write("\n")
     if args.apply:
-        return EXIT_FINDINGS if failures else EXIT_CLEAN
-    return EXIT_FINDINGS if fixes or failures else EXIT_CLEAN
+        return EXIT_FINDINGS if fixed.failures else EXIT_CLEAN
+    return EXIT_FINDINGS if fixed.fixes or fixed.failures else EXIT_CLEAN
+
 
 
 def _writable(path: Path) -> bool:

@@ -53,7 +53,10 @@ _KEYS: dict[str, str] = {
     "devices": "a table with default = \"unknown\" or \"cuda\"",
     "rules": "a table of rule code -> table of options",
     "max-file-size": "a size in bytes, or a string such as \"4MiB\"",
+    "target-version": "a Python version such as \"py310\" (py38 to py314)",
 }
+# The values of target-version, oldest first.
+TARGET_VERSIONS = tuple(f"py3{minor}" for minor in range(8, 15))
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,15 @@ class Config:
     default_device: str | None = None
     settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes
+    # The oldest Python the project supports ("py310"); None: not set. The checks do not
+    # depend on it: it only says whether this interpreter can parse the project's syntax.
+    target_version: str | None = None
+
+    def target_tuple(self) -> tuple[int, int] | None:
+        """target-version as (3, minor), or None."""
+        if self.target_version is None:
+            return None
+        return 3, int(self.target_version[3:])
 
     def exclude_spec(self) -> pathspec.GitIgnoreSpec:
         """The exclude patterns, compiled."""
@@ -318,6 +330,14 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
             per_file.append((str(pattern), frozenset(
                 r.code for c in codes_t for r in registry.matching(c))))
 
+    target_version = table.get("target-version")
+    if target_version is not None and target_version not in TARGET_VERSIONS:
+        raise ConfigError(src, prefix + "target-version",
+                          f"expected {_KEYS['target-version']}, got "
+                          f"{target_version!r}" if isinstance(target_version, str) else
+                          f"expected {_KEYS['target-version']}, got "
+                          f"{_type_name(target_version)}")
+
     packs = strings("rule-packs")
     max_file_size = _size(table.get("max-file-size", DEFAULT_MAX_FILE_SIZE), src,
                           prefix + "max-file-size")
@@ -367,6 +387,7 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
         engine_packs=engine_packs,
         default_device=default_device,
         max_file_size=max_file_size,
+        target_version=target_version,
     )
 
 

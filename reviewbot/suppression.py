@@ -1,8 +1,10 @@
 """Suppression comments: ``# reviewbot: ignore[RB101]``, ``# reviewbot: ignore``, ``# noqa: RB101``,
 and the file-level ``# reviewbot: ignore-file``.
 
-A comment suppresses findings reported on its own line, or anywhere in a multi-line
-statement when it stands on the statement's first line. Unused suppressions are fine.
+A comment suppresses findings reported on its own line, anywhere in a multi-line
+statement when it stands on the statement's first line, and on the lines of a multi-line
+string when it stands on the line where the string ends (a line inside the string cannot
+hold a comment; ruff reads its ``# noqa`` there too). Unused suppressions are fine.
 ``# reviewbot: ignore-file``, on a line of its own among the first
 :data:`FILE_DIRECTIVE_LINES` lines, leaves the whole file unchecked (as ruff's
 ``# ruff: noqa``).
@@ -13,7 +15,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from reviewbot.finding import Finding
 
@@ -62,12 +64,37 @@ def _codes(comment: str) -> set[str]:
     return codes
 
 
+_FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+
+_FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+
+
+def string_spans(text: str) -> Iterator[tuple[tokenize.TokenInfo | None, int, int]]:
+    """Each token of ``text`` as ``(token, 0, 0)``, and after the token that closes a
+    string spanning several lines, ``(None, first_line, last_line)`` of that string (an
+    f-string of Python 3.12 counts from its start to its end token). Raises what
+    ``tokenize`` raises."""
+    open_fstrings: list[int] = []
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        yield tok, 0, 0
+        if tok.type == tokenize.STRING and tok.end[0] > tok.start[0] and not open_fstrings:
+            yield None, tok.start[0], tok.end[0]
+        elif _FSTRING_START is not None and tok.type == _FSTRING_START:
+            open_fstrings.append(tok.start[0])
+        elif _FSTRING_END is not None and tok.type == _FSTRING_END and open_fstrings:
+            first = open_fstrings.pop()
+            if not open_fstrings and tok.end[0] > first:
+                yield None, first, tok.end[0]
+
+
 class Suppressions:
     """The suppression comments of one file, by line."""
 
-    def __init__(self, by_line: dict[int, set[str]], statement_start: dict[int, int]) -> None:
+    def __init__(self, by_line: dict[int, set[str]], statement_start: dict[int, int],
+                 string_end: dict[int, int] | None = None) -> None:
         self.by_line = by_line
         self.statement_start = statement_start
+        # A line that ends inside a multi-line string -> the line where that string ends.
+        self.string_end = string_end or {}
 
     @classmethod
     def parse(cls, text: str) -> "Suppressions":
@@ -76,9 +103,14 @@ class Suppressions:
             return cls({}, {})
         by_line: dict[int, set[str]] = {}
         starts: dict[int, int] = {}
+        string_end: dict[int, int] = {}
         try:
             logical_start: int | None = None
-            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            for tok, first, last in string_spans(text):
+                for line in range(first, last):
+                    string_end[line] = last
+                if tok is None:
+                    continue
                 if tok.type == tokenize.COMMENT:
                     codes = _codes(tok.string)
                     if codes:
@@ -99,13 +131,15 @@ class Suppressions:
                     codes = _codes(line[line.index("#"):])
                     if codes:
                         by_line.setdefault(number, set()).update(codes)
-        return cls(by_line, starts)
+        return cls(by_line, starts, string_end)
 
     def suppresses(self, finding: Finding) -> bool:
         """Whether a comment on the finding's line (or its statement's first) covers it."""
         if not self.by_line:
             return False
         lines = {finding.line, self.statement_start.get(finding.line, finding.line)}
+        if finding.line in self.string_end:
+            lines.add(self.string_end[finding.line])
         for line in lines:
             codes = self.by_line.get(line)
             if codes and (ALL in codes or finding.code in codes):
