@@ -29,9 +29,11 @@ def repository_path(rel: str, cwd: Path, what: str) -> str:
     return norm
 
 
-def base_file(repo: Any, sha: str, rel: str, max_bytes: int) -> bytes | None:
+def base_file(repo: Any, sha: str, rel: str, max_bytes: int,
+              too_large: str | None = None) -> bytes | None:
     """The bytes of file ``rel`` at commit ``sha`` through the contents API (None when
-    it has none); ReviewbotError past ``max_bytes``."""
+    it has none); ReviewbotError past ``max_bytes``, and also for a file the API sends
+    without its content (too large for it) when ``too_large`` gives the message."""
     from github import GithubException
 
     try:
@@ -43,8 +45,9 @@ def base_file(repo: Any, sha: str, rel: str, max_bytes: int) -> bytes | None:
     if isinstance(content, list) or getattr(content, "type", "file") != "file":
         return None
     data = content.decoded_content
-    if data is not None and len(data) > max_bytes:
-        raise ReviewbotError(f"{rel} at the base commit: larger than {max_bytes} bytes")
+    if (data is None and too_large is not None) or (data is not None and len(data) > max_bytes):
+        raise ReviewbotError(f"{rel} at the base commit: "
+                             f"{too_large or f'larger than {max_bytes} bytes'}")
     return data
 
 
@@ -79,19 +82,9 @@ def base_configuration(repo: Any, event: Event, config_path: str | None,
         return "" if norm == "." else norm
 
     def fetch(rel: str) -> str | None:
-        from github import GithubException
-
-        try:
-            content = repo.get_contents(rel, ref=sha)
-        except GithubException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        if isinstance(content, list) or getattr(content, "type", "file") != "file":
+        data = base_file(repo, sha, rel, MAX_CONFIG_BYTES, "too large for a configuration")
+        if data is None:
             return None
-        data = content.decoded_content
-        if data is None or len(data) > MAX_CONFIG_BYTES:
-            raise ReviewbotError(f"{rel} at the base commit: too large for a configuration")
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
