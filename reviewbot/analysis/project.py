@@ -161,6 +161,16 @@ def _host_copy(expr: ast.expr) -> bool:
         host_named(name) and not name.startswith(("is_", "has_")))
 
 
+def _unquoted(annotation: ast.expr | None) -> ast.expr | None:
+    """An annotation with a string one (``"Foo"``) parsed (None when it does not parse)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            return ast.parse(annotation.value, mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    return annotation
+
+
 def _host_argument(expr: ast.expr) -> bool:
     """An argument that is a host value by its spelling: a host-named variable or field,
     or a ``.cpu()`` / ``.numpy()`` / ``.tolist()`` result."""
@@ -262,13 +272,9 @@ class _Summariser:
 
     def _type_of(self, annotation: ast.expr | None) -> str | None:
         """The class an annotation names (``Foo``, ``Optional[Foo]``, ``"Foo"``, ``Foo | None``)."""
+        annotation = _unquoted(annotation)
         if annotation is None:
             return None
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            try:
-                annotation = ast.parse(annotation.value, mode="eval").body
-            except SyntaxError:
-                return None
         if isinstance(annotation, ast.Subscript):
             head = _dotted(annotation.value) or ""
             if head.rsplit(".", 1)[-1] == "Optional":
@@ -287,13 +293,9 @@ class _Summariser:
     def value_kind(self, annotation: ast.expr | None) -> str | None:
         """"tensor" for an annotation naming ``torch.Tensor`` (or Optional of it), "host"
         for numpy arrays, Python numbers, strings and containers; else None."""
+        annotation = _unquoted(annotation)
         if annotation is None:
             return None
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            try:
-                annotation = ast.parse(annotation.value, mode="eval").body
-            except SyntaxError:
-                return None
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
             kinds = {self.value_kind(side) for side in (annotation.left, annotation.right)
                      if not (isinstance(side, ast.Constant) and side.value is None)}
