@@ -577,3 +577,43 @@ def test_host_values_across_modules_and_paths_off_the_cuda_path(tmp_path, run_cl
                   ("eng/reader.py", 8), ("eng/reader.py", 16), ("eng/reader.py", 11),
                   ("eng/ops.py", 19), ("eng/cpu/attn.py", 6), ("tests/test_runner.py", 6)):
         assert quiet not in found, quiet
+
+
+def test_isinstance_names_what_a_value_is(tmp_path, run_cli):
+    # `assert isinstance(meta, Metadata)` and `meta: Metadata | None = None` make the
+    # declared fields readable; `isinstance(x, dict)` makes `x` a container whose elements
+    # are of unknown device, not a host tensor.
+    root = write_project(tmp_path, {
+        "m/__init__.py": "",
+        "m/meta.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Base:
+                num_reqs: int
+
+            @dataclass
+            class MambaMeta(Base):
+                block_first_p: torch.Tensor | None
+        """,
+        "m/layer.py": """
+            import torch
+            import vllm
+            from m.meta import Base, MambaMeta
+
+            class Layer(torch.nn.Module):
+                def forward(self, x, raw, other):
+                    meta: Base | None = None
+                    if raw is not None:
+                        assert isinstance(raw, dict)
+                        meta = raw["layer.0"]
+                        assert isinstance(meta, MambaMeta)
+                    if isinstance(other, MambaMeta):
+                        firsts = other.block_first_p.tolist()
+                    elements = raw["k"].tolist()
+                    return meta.block_first_p.tolist(), elements
+        """,
+    })
+    found = {(f["line"], f["code"]) for f in sync_findings(run_cli, root)}
+    assert found == {(14, "RB101"), (16, "RB101")}

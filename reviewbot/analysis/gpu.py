@@ -634,14 +634,18 @@ def _dotted_text(expr: ast.expr) -> str | None:
     return ".".join(reversed(parts))
 
 
-_HOST_TYPES = frozenset({"int", "float", "bool", "list", "tuple", "dict", "str", "ndarray",
-                         "Number", "Integral", "Sequence"})
+_HOST_TYPES = frozenset({"int", "float", "bool", "str", "ndarray", "Number", "Integral"})
+# Containers are host objects, but what they hold may be on the GPU.
+_CONTAINER_TYPES = frozenset({"list", "tuple", "dict", "Sequence", "Mapping", "set"})
 
 
-def _host_narrowing(test: ast.expr) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _host_narrowing(test: ast.expr) -> tuple[tuple[str, ...], tuple[str, ...],
+                                             tuple[str, ...]]:
     """Names a test proves are not CUDA tensors in its block, and in its ``else``:
     ``isinstance(x, (int, float))``, ``x.device.type == "cpu"``, ``x.is_cpu`` (the block);
-    ``isinstance(x, torch.Tensor)``, ``torch.is_tensor(x)`` (the ``else``)."""
+    ``isinstance(x, torch.Tensor)``, ``torch.is_tensor(x)`` (the ``else``); and names it
+    proves are Python containers in its block (``isinstance(x, dict)``: not a tensor, but
+    its elements are of unknown device)."""
     negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
     inner = test.operand if negated else test
     body: tuple[str, ...] = ()
@@ -651,9 +655,9 @@ def _host_narrowing(test: ast.expr) -> tuple[tuple[str, ...], tuple[str, ...]]:
         callee = inner.func.attr if isinstance(inner.func, ast.Attribute) else \
             getattr(inner.func, "id", "")
         if callee == "isinstance" and len(inner.args) == 2:
-            kinds = inner.args[1].elts if isinstance(inner.args[1], ast.Tuple) else [inner.args[1]]
-            names = [k.attr if isinstance(k, ast.Attribute) else getattr(k, "id", "")
-                     for k in kinds]
+            names = _isinstance_names(inner.args[1])
+            if names and all(n in _CONTAINER_TYPES for n in names):
+                return (), (), () if negated else (name,)
             if names and all(n in _HOST_TYPES for n in names):
                 body = (name,)
             elif names == ["Tensor"]:
@@ -672,7 +676,13 @@ def _host_narrowing(test: ast.expr) -> tuple[tuple[str, ...], tuple[str, ...]]:
     elif isinstance(inner, ast.Attribute) and inner.attr == "is_cpu" and \
             isinstance(inner.value, ast.Name):
         body = (inner.value.id,)
-    return (orelse, body) if negated else (body, orelse)
+    return ((orelse, body) if negated else (body, orelse)) + ((),)
+
+
+def _isinstance_names(kinds: ast.expr) -> list[str]:
+    """The last part of each class an ``isinstance`` test names."""
+    elts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+    return [k.attr if isinstance(k, ast.Attribute) else getattr(k, "id", "") for k in elts]
 
 
 def _returns_early_unless_guarded(stmt: ast.stmt) -> bool:
@@ -1324,11 +1334,13 @@ class FunctionWalker:
         self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
 
     def branches(self, bodies: list[list[ast.stmt]], host_in_first: tuple[str, ...] = (),
-                 quiet: tuple[bool, ...] = (), host_in_second: tuple[str, ...] = ()) -> None:
+                 quiet: tuple[bool, ...] = (), host_in_second: tuple[str, ...] = (),
+                 known_in_first: dict[str, Label] | None = None) -> None:
         """Walk alternative blocks from the same state, then merge what each assigned.
 
         ``host_in_first``: names the first block knows are not on the GPU (``if not
-        t.is_cuda:``); ``quiet``: blocks whose sites are not reported (guards)."""
+        t.is_cuda:``); ``known_in_first``: labels a test proves for the first block
+        (``isinstance(x, Batch)``); ``quiet``: blocks whose sites are not reported."""
         before = self.env  # never written from here on: each block gets its own copy
         results = []
         for index, body in enumerate(bodies):
@@ -1337,6 +1349,8 @@ class FunctionWalker:
                 results.append(before)  # an empty block (no else): the state before
                 continue
             self.env = dict(before)
+            if index == 0 and known_in_first:
+                self.env.update(known_in_first)
             for name in checked:
                 self.env[name] = Label(CPU, f"`{name}` is checked not to be a CUDA tensor here")
             hushed = index < len(quiet) and quiet[index]
@@ -1397,7 +1411,14 @@ class FunctionWalker:
                         self.pending[key] = self.async_copy_line
         elif isinstance(node, ast.AnnAssign):
             if node.value is not None:
-                self.bind(node.target, self.label(node.value), node.value)
+                label = self.label(node.value)
+                if label.kind == UNKNOWN or label is NONE_L:
+                    # `meta: Mamba2Metadata | None = None`: the annotation says what it holds.
+                    key = self.m.class_key(node.annotation) if isinstance(
+                        node.target, ast.Name) else None
+                    if key is not None:
+                        label = Label(OBJECT, key)
+                self.bind(node.target, label, node.value)
             elif isinstance(node.target, ast.Attribute) and self._names_module(node.annotation):
                 self.bind(node.target, Label(MODULE, f"annotated {ast.unparse(node.annotation)}"))
         elif isinstance(node, ast.AugAssign):
@@ -1416,9 +1437,9 @@ class FunctionWalker:
                 self.condition(node.test)
             once = self._clears_own_guard(node) or _once_guard(node)
             self.allowed += once
-            host_body, host_else = _host_narrowing(node.test)
+            host_body, host_else, containers = _host_narrowing(node.test)
             self.branches([node.body, node.orelse], _not_cuda_checks(node.test) + host_body,
-                          quiet, host_else)
+                          quiet, host_else, self._narrowed(node.test, containers))
             self.allowed -= once
         elif isinstance(node, ast.While):
             self.condition(node.test)
@@ -1446,7 +1467,9 @@ class FunctionWalker:
                 self.block(case.body)
         elif isinstance(node, ast.Assert):
             self.condition(node.test)
-            for name in _host_narrowing(node.test)[0]:  # assert x.device.type == "cpu"
+            host, _, containers = _host_narrowing(node.test)
+            self.env.update(self._narrowed(node.test, containers))
+            for name in host:  # assert x.device.type == "cpu"
                 self.env[name] = Label(CPU, f"`{name}` is asserted not to be a CUDA tensor")
                 # `device = x.device` read before the assert names the same, CPU, device.
                 for other, label in list(self.env.items()):
@@ -1470,6 +1493,21 @@ class FunctionWalker:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.label(child)
+
+    def _narrowed(self, test: ast.expr, containers: tuple[str, ...]) -> dict[str, Label]:
+        """What ``isinstance(x, C)`` proves where it holds: a Python container (a host
+        object of unknown contents), or an instance of a project class whose fields are
+        declared (``assert isinstance(meta, Mamba2Metadata)``)."""
+        out = {name: Label(VALUE, f"`{name}` is checked to be a Python container")
+               for name in containers}
+        if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and \
+                test.func.id == "isinstance" and len(test.args) == 2 and \
+                isinstance(test.args[0], ast.Name) and not containers:
+            kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+            keys = [self.m.class_key(kind) for kind in kinds]
+            if keys and all(keys):
+                out[test.args[0].id] = Label(OBJECT, "|".join(k for k in keys if k))
+        return out
 
     @staticmethod
     def _clears_own_guard(node: ast.If) -> bool:
