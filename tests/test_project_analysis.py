@@ -617,3 +617,21 @@ def test_isinstance_names_what_a_value_is(tmp_path, run_cli):
     })
     found = {(f["line"], f["code"]) for f in sync_findings(run_cli, root)}
     assert found == {(14, "RB101"), (16, "RB101")}
+
+
+def test_a_host_list_copied_to_a_device_taken_to_be_the_gpu(tmp_path, run_cli):
+    # devices.default: cuda (the vllm pack): `device=device` of unknown device is the GPU,
+    # so RB107 reports the blocking copy of a Python list, as it does for device="cuda".
+    root = write_project(tmp_path, {"r/__init__.py": "", "r/runner.py": """
+        import torch
+        import vllm
+
+        class ModelRunner:
+            def execute_model(self, lens: list[int], device: torch.device):
+                staged = torch.tensor(lens, device=device)
+                pinned = torch.tensor(lens, pin_memory=True).to(device, non_blocking=True)
+                return staged, pinned
+    """})
+    result = run_cli(["check", ".", "--select", "RB107", "--output-format", "json"], cwd=root)
+    found = [(f["code"], f["line"]) for f in json.loads(result.out)]
+    assert found == [("RB107", 7)]

@@ -1949,11 +1949,7 @@ class FunctionWalker:
             device = self._device_of(node, args, kwargs, None)
             if device is not None:
                 if device.kind == DEV_CUDA:
-                    if name in ("tensor", "as_tensor") and args and args[0].kind != CUDA \
-                            and not _is_true(_kw(node, "non_blocking")):
-                        self.site("RB107", node, f"`{qual}(...)` copies host data onto "
-                                  f"{device.why or 'a CUDA device'}", args[0]
-                                  if args[0].kind == CPU else Label(VALUE, "host data"))
+                    self._host_data_copy(node, qual, name, args, device.why or "a CUDA device")
                     return Label(CUDA, f"allocated on {device.why or 'a CUDA device'} at line "
                                        f"{node.lineno}", _bool_dtype(node))
                 if device.kind == DEV_CPU:
@@ -1961,6 +1957,9 @@ class FunctionWalker:
                 if device.kind in (CUDA, CPU):  # device=other_tensor.device spelled oddly
                     return device
                 if self.m.default_cuda and device.kind == UNKNOWN:
+                    self._host_data_copy(node, qual, name, args,
+                                         f"`{_short(_kw(node, 'device') or node)}`, taken to be "
+                                         "the GPU (devices.default: cuda)")
                     return Label(CUDA, f"allocated on `{_short(_kw(node, 'device') or node)}` at "
                                        f"line {node.lineno}, taken to be the GPU "
                                        "(devices.default: cuda)", weak=True)
@@ -1999,6 +1998,14 @@ class FunctionWalker:
             return result.but(f"computed by {qual} from {result.why}" if not
                               result.why.startswith("computed by") else result.why)
         return result
+
+    def _host_data_copy(self, node: ast.Call, qual: str, name: str, args: list[Label],
+                        where: str) -> None:
+        """``torch.tensor(host_data, device=cuda)``: a blocking copy from pageable memory."""
+        if name in ("tensor", "as_tensor") and args and args[0].kind != CUDA \
+                and not _is_true(_kw(node, "non_blocking")):
+            self.site("RB107", node, f"`{qual}(...)` copies host data onto {where}", args[0]
+                      if args[0].kind == CPU else Label(VALUE, "host data"))
 
     def _tensor_method(self, node: ast.Call, method: str, receiver: Label, args: list[Label],
                        kwargs: dict[str, Label]) -> Label | None:
