@@ -635,3 +635,36 @@ def test_a_host_list_copied_to_a_device_taken_to_be_the_gpu(tmp_path, run_cli):
     result = run_cli(["check", ".", "--select", "RB107", "--output-format", "json"], cwd=root)
     found = [(f["code"], f["line"]) for f in json.loads(result.out)]
     assert found == [("RB107", 7)]
+
+
+def test_fields_configured_keep_on_cpu_stay_on_the_host(tmp_path, run_cli):
+    # keep_on_cpu=True in a dict display, a subscript assignment, or a loop over the keys:
+    # a parameter of that name is a host tensor in every module; other fields are not.
+    root = write_project(tmp_path, {
+        "mm/__init__.py": "",
+        "mm/processor.py": """
+            def field_config(Field, video):
+                fields = {"grid_thw": Field.batched("image", keep_on_cpu=True)}
+                fields["frame_counts"] = Field.flat("video", keep_on_cpu=True)
+                fields["pixel_values"] = Field.flat("video")
+                for key in ("audio_counts", "emission_counts"):
+                    fields[key] = Field.batched("video", keep_on_cpu=True)
+                return fields
+        """,
+        "mm/model.py": """
+            import torch
+            import vllm
+
+            class Model(torch.nn.Module):
+                def forward(self, grid_thw: torch.Tensor, frame_counts: torch.Tensor,
+                            audio_counts: torch.Tensor, emission_counts: torch.Tensor,
+                            pixel_values: torch.Tensor):
+                    a = grid_thw.tolist()
+                    b = frame_counts.tolist()
+                    c = audio_counts.tolist()
+                    d = emission_counts.tolist()
+                    return pixel_values.tolist()
+        """,
+    })
+    found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("mm/model.py", 13)]

@@ -716,12 +716,23 @@ def host_named(name: str) -> bool:
 
 def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
     """Keys whose value is built with ``keep_on_cpu=True``: ``dict(k=f(..., keep_on_cpu=
-    True))`` or ``{"k": f(..., keep_on_cpu=True)}``."""
+    True))``, ``{"k": f(..., keep_on_cpu=True)}``, ``fields["k"] = f(..., keep_on_cpu=True)``,
+    and ``fields[key] = ...`` in a ``for key in ("a", "b"):`` loop."""
     def keeps(value: ast.expr) -> bool:
         return any(isinstance(n, ast.keyword) and n.arg == "keep_on_cpu"
                    and isinstance(n.value, ast.Constant) and n.value.value is True
                    for n in ast.walk(value))
+
+    def strings(expr: ast.expr) -> list[str]:
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+            return [expr.value]
+        if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+            return [e.value for e in expr.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return []
+
     names: set[str] = set()
+    loop_keys: dict[str, list[str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id == "dict":
@@ -729,6 +740,15 @@ def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
         elif isinstance(node, ast.Dict):
             names.update(k.value for k, v in zip(node.keys, node.values)
                          if isinstance(k, ast.Constant) and isinstance(k.value, str) and keeps(v))
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            loop_keys.setdefault(node.target.id, []).extend(strings(node.iter))
+        elif isinstance(node, ast.Assign) and keeps(node.value):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript):
+                    key = target.slice
+                    names.update(strings(key))
+                    if isinstance(key, ast.Name):
+                        names.update(loop_keys.get(key.id, ()))
     return frozenset(names)
 
 
