@@ -668,3 +668,28 @@ def test_fields_configured_keep_on_cpu_stay_on_the_host(tmp_path, run_cli):
     })
     found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
     assert found == [("mm/model.py", 13)]
+
+
+def test_a_mappings_keys_are_python_values(tmp_path, run_cli):
+    # Keys of `.items()`/`.keys()` index a dict without touching the GPU; `.is_inference()`
+    # is tensor metadata. A CUDA tensor used as a Python index is still reported.
+    root = write_project(tmp_path, {"r/__init__.py": "", "r/runner.py": """
+        import torch
+        import vllm
+        from dataclasses import dataclass
+
+        @dataclass
+        class Intermediate:
+            tensors: dict[str, torch.Tensor]
+
+        class ModelRunner:
+            def execute_model(self, inter: Intermediate, other: Intermediate, x: torch.Tensor):
+                out = {k: v[:4].copy_(other.tensors[k]) for k, v in inter.tensors.items()}
+                names = [other.tensors[k] for k in inter.tensors.keys()]
+                if x.is_inference():
+                    pass
+                ids = torch.ones(2, dtype=torch.int64, device="cuda")
+                return out, names, names[ids[0]]
+    """})
+    found = [(f["code"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("RB104", 17)]

@@ -82,7 +82,7 @@ TENSOR_TO_VALUE_METHODS = {
     "size", "dim", "numel", "stride", "data_ptr", "element_size", "is_contiguous",
     "get_device", "nelement", "ndimension", "storage_offset", "is_pinned", "untyped_storage",
     "tolist", "item", "numpy", "__len__", "is_floating_point", "is_complex", "type",
-    "storage", "nbytes", "is_shared", "is_set_to", "has_names",
+    "storage", "nbytes", "is_shared", "is_set_to", "has_names", "is_inference",
 }
 BOOLEAN_METHODS = {
     "bool", "eq", "ne", "lt", "gt", "le", "ge", "logical_and", "logical_or", "logical_not",
@@ -1350,6 +1350,18 @@ class FunctionWalker:
                     label = self.label(source, read=True) if source is not None else VALUE_L
                     self.bind(element, label if label.kind == CUDA else UNKNOWN_L)
                 return
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and \
+                iterable.func.attr in ("items", "keys") and not iterable.args:
+            # A mapping's keys are Python values (names, ids); its values are unknown.
+            self.label(iterable.func.value)
+            if iterable.func.attr == "keys":
+                self.bind(target, VALUE_L)
+            elif isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
+                self.bind(target.elts[0], VALUE_L)
+                self.bind(target.elts[1], UNKNOWN_L)
+            else:
+                self.bind(target, UNKNOWN_L)
+            return
         label = self.label(iterable, read=True)
         self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
 
