@@ -215,6 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("target", metavar="FILE:LINE")
     _add_run_options(explain)
 
+    sub.add_parser("server", help="run the language server (LSP) for editors",
+                   description="Serve reviewbot's findings and fixes to an editor over the "
+                               "Language Server Protocol, on standard input and output "
+                               "(needs pip install 'reviewbot[lsp]').")
+
     rules = sub.add_parser("rules", help="list the rules, or show one rule's documentation",
                            description="List every rule, or print one rule's documentation.")
     rules.add_argument("rule", nargs="?", metavar="CODE", help="a rule code or name")
@@ -1047,6 +1052,19 @@ def run_verify(args: argparse.Namespace, out: TextIO) -> int:
     return code
 
 
+def run_server() -> int:
+    """``reviewbot server``: the language server, on standard input and output."""
+    import importlib.util
+
+    for module, package in (("pygls", "pygls"), ("lsprotocol", "lsprotocol")):
+        if importlib.util.find_spec(module) is None:
+            raise ReviewbotError(f"reviewbot server needs {package}: "
+                                 "pip install 'reviewbot[lsp]'")
+    from reviewbot.server import main as serve
+
+    return serve()
+
+
 def run_explain(args: argparse.Namespace, out: TextIO) -> int:
     """``reviewbot explain FILE:LINE``."""
     from reviewbot.analysis.project import IndexCache
@@ -1202,6 +1220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_rules(args, sys.stdout)
         if args.command == "explain":
             return run_explain(args, sys.stdout)
+        if args.command == "server":
+            return run_server()
     except ReviewbotError as exc:
         sys.stderr.write(f"reviewbot: error: {printable(str(exc))}\n")
         return EXIT_ERROR
