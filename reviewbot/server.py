@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import logging
 import os
 import sys
@@ -201,44 +202,63 @@ def _inside(path: Path, folders: Sequence[Path]) -> Path | None:
     return best
 
 
-def build_server() -> Any:
-    """The language server, its features registered (needs pygls)."""
-    from lsprotocol import types
-    from pygls.lsp.server import LanguageServer
-    from pygls.uris import to_fs_path
+class _Server:
+    """The state of a running server: what was published for each document, the checks
+    waiting for their debounce, and the lock that runs one check at a time (they share
+    the caches on disk)."""
 
-    from reviewbot import __version__, registry
-    from reviewbot.discovery import PYTHON_SUFFIXES
-    from reviewbot.errors import ReviewbotError
-    from reviewbot.links import rule_url
+    def __init__(self) -> None:
+        from lsprotocol import types
+        from pygls.lsp.server import LanguageServer
 
-    server = LanguageServer("reviewbot", __version__,
-                            text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
-    checked: dict[str, Checked] = {}
-    pending: dict[str, asyncio.Task[None]] = {}
-    lock = threading.Lock()  # one check at a time: they share the caches on disk
+        from reviewbot import __version__
 
-    def log(message: str, kind: Any = types.MessageType.Error) -> None:
+        self.types = types
+        self.lsp = LanguageServer(
+            "reviewbot", __version__,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.checked: dict[str, Checked] = {}
+        self.pending: dict[str, asyncio.Task[None]] = {}
+        self.lock = threading.Lock()
+        # pygls marks the functions it registers: partials of the methods take the marks.
+        feature = self.lsp.feature
+        own = type(self)
+        feature(types.TEXT_DOCUMENT_DID_OPEN)(functools.partial(own.did_open, self))
+        feature(types.TEXT_DOCUMENT_DID_CHANGE)(functools.partial(own.did_change, self))
+        feature(types.TEXT_DOCUMENT_DID_SAVE)(functools.partial(own.did_save, self))
+        feature(types.TEXT_DOCUMENT_DID_CLOSE)(functools.partial(own.did_close, self))
+        feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix]))(
+                functools.partial(own.code_action, self))
+
+    # The client -------------------------------------------------------------------------
+    def log(self, message: str) -> None:
+        """One line in the client's log (and on standard error)."""
         line = printable(message)
         sys.stderr.write(line + "\n")
         try:
-            server.window_log_message(types.LogMessageParams(type=kind, message=line))
+            self.lsp.window_log_message(self.types.LogMessageParams(
+                type=self.types.MessageType.Error, message=line))
         except Exception:  # no client to tell
             pass
 
-    def encoding() -> str:
-        chosen = str(server.workspace.position_encoding or UTF16)
+    def encoding(self) -> str:
+        """The position encoding agreed with the client."""
+        chosen = str(self.lsp.workspace.position_encoding or UTF16)
         return chosen if chosen in (UTF8, UTF16, UTF32) else UTF16
 
-    def folders() -> list[Path]:
+    def folders(self) -> list[Path]:
+        """The workspace folders (resolved); without any, the server's working folder."""
+        from pygls.uris import to_fs_path
+
         found = []
-        for folder in server.workspace.folders.values():
+        for folder in self.lsp.workspace.folders.values():
             path = to_fs_path(folder.uri)
             if path:
                 found.append(Path(path))
-        if not found and server.workspace.root_path:
-            found.append(Path(server.workspace.root_path))
-        if not found:  # no workspace: the folder the editor started the server in
+        if not found and self.lsp.workspace.root_path:
+            found.append(Path(self.lsp.workspace.root_path))
+        if not found:
             found.append(Path.cwd())
         resolved = []
         for folder in found:
@@ -248,22 +268,29 @@ def build_server() -> Any:
                 continue
         return resolved
 
-    def local(uri: str) -> tuple[Path, Path] | None:
+    def local(self, uri: str) -> tuple[Path, Path] | None:
         """The file of a document and its workspace folder, when it may be read."""
+        from pygls.uris import to_fs_path
+
+        from reviewbot.discovery import PYTHON_SUFFIXES
+
         path = to_fs_path(uri)
         if not path or not path.endswith(PYTHON_SUFFIXES):
             return None
         absolute = Path(os.path.abspath(path))
-        folder = _inside(absolute, folders())
+        folder = _inside(absolute, self.folders())
         if folder is None:
             return None
         return absolute, folder
 
-    def diagnostic(finding: Finding, lines: list[str], unit: str) -> Any:
+    def diagnostic(self, finding: Finding, lines: list[str], unit: str) -> Any:
+        """A finding as an LSP diagnostic."""
+        from reviewbot import registry
+        from reviewbot.links import rule_url
+
+        types = self.types
         start = to_lsp(lines, finding.line, finding.column, unit)
-        end = to_lsp(lines, finding.end_line, finding.end_column, unit)
-        if end < start:
-            end = start
+        end = max(start, to_lsp(lines, finding.end_line, finding.end_column, unit))
         rule = registry.BY_CODE.get(finding.code)
         return types.Diagnostic(
             range=types.Range(start=types.Position(*start), end=types.Position(*end)),
@@ -274,30 +301,34 @@ def build_server() -> Any:
             code_description=types.CodeDescription(href=rule_url(rule))
             if rule is not None else None)
 
-    def publish(uri: str, version: int | None, diagnostics: list[Any]) -> None:
-        server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+    def publish(self, uri: str, version: int | None, diagnostics: list[Any]) -> None:
+        """Send a document's diagnostics."""
+        self.lsp.text_document_publish_diagnostics(self.types.PublishDiagnosticsParams(
             uri=uri, version=version, diagnostics=diagnostics))
 
-    def snapshot(uri: str) -> tuple[Path, Path, int | None, str, dict[Path, str]] | None:
+    # Checking ---------------------------------------------------------------------------
+    def snapshot(self, uri: str) -> tuple[Path, Path, int | None, str, dict[Path, str]] | None:
         """What a check of ``uri`` needs, taken in the server's own thread: the file, its
         workspace folder, the version and text checked, and every open file's text."""
-        document = server.workspace.text_documents.get(uri)
-        where = local(uri) if document is not None else None
+        document = self.lsp.workspace.text_documents.get(uri)
+        where = self.local(uri) if document is not None else None
         if document is None or where is None:
             return None  # closed, outside the workspace, or not a Python file: not read
         texts = {}
-        for other_uri, other in list(server.workspace.text_documents.items()):
-            other_where = local(other_uri)
+        for other_uri, other in list(self.lsp.workspace.text_documents.items()):
+            other_where = self.local(other_uri)
             if other_where is not None:
                 texts[other_where[0]] = other.source
         texts[where[0]] = document.source
         return where[0], where[1], document.version, document.source, texts
 
-    def safely(path: Path, folder: Path,
+    def safely(self, path: Path, folder: Path,
                texts: dict[Path, str]) -> tuple[list[Finding] | None, str]:
         """The findings, or None and the one line saying why checking failed."""
+        from reviewbot.errors import ReviewbotError
+
         try:
-            with lock:
+            with self.lock:
                 return check_document(path, folder, texts), ""
         except ReviewbotError as exc:
             return None, f"reviewbot: error: {path}: {exc}"
@@ -305,65 +336,65 @@ def build_server() -> Any:
             return None, (f"reviewbot: internal error while checking {path}: "
                           f"{exc.__class__.__name__}: {exc}")
 
-    async def run_check(uri: str) -> None:
-        taken = snapshot(uri)
+    async def run_check(self, uri: str, delay: float) -> None:
+        """Check a document (after ``delay`` seconds) and publish its diagnostics, unless
+        it changed or closed meanwhile."""
+        if delay:
+            await asyncio.sleep(delay)
+        taken = self.snapshot(uri)
         if taken is None:
             return
         path, folder, version, text, texts = taken
-        findings, failure = await asyncio.to_thread(safely, path, folder, texts)
+        findings, failure = await asyncio.to_thread(self.safely, path, folder, texts)
         if failure:
-            log(failure)
-        current = server.workspace.text_documents.get(uri)
+            self.log(failure)
+        current = self.lsp.workspace.text_documents.get(uri)
         if findings is None or current is None or current.version != version \
                 or current.source != text:
-            return  # failed, or closed or edited meanwhile: the next check publishes
+            return  # the next check publishes
         lines = document_lines(text)
-        checked[uri] = Checked(version, lines, text, findings)
-        unit = encoding()
-        publish(uri, version, [diagnostic(f, lines, unit) for f in findings])
+        self.checked[uri] = Checked(version, lines, text, findings)
+        unit = self.encoding()
+        self.publish(uri, version, [self.diagnostic(f, lines, unit) for f in findings])
 
-    def schedule(uri: str, delay: float) -> None:
-        task = pending.pop(uri, None)
+    def schedule(self, uri: str, delay: float) -> None:
+        """Check ``uri`` after ``delay``, in place of a check still waiting."""
+        task = self.pending.pop(uri, None)
         if task is not None and not task.done():
             task.cancel()
+        self.pending[uri] = asyncio.get_running_loop().create_task(self.run_check(uri, delay))
 
-        async def later() -> None:
-            if delay:
-                await asyncio.sleep(delay)
-            await run_check(uri)
+    # The protocol -----------------------------------------------------------------------
+    async def did_open(self, params: Any) -> None:
+        """textDocument/didOpen: check it now."""
+        self.schedule(params.text_document.uri, 0)
 
-        pending[uri] = asyncio.get_running_loop().create_task(later())
+    async def did_change(self, params: Any) -> None:
+        """textDocument/didChange: check it once the edits pause."""
+        self.schedule(params.text_document.uri, DEBOUNCE)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    async def did_open(ls: Any, params: types.DidOpenTextDocumentParams) -> None:
-        schedule(params.text_document.uri, 0)
+    async def did_save(self, params: Any) -> None:
+        """textDocument/didSave: check it now (the files around it may have changed)."""
+        self.schedule(params.text_document.uri, 0)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    async def did_change(ls: Any, params: types.DidChangeTextDocumentParams) -> None:
-        schedule(params.text_document.uri, DEBOUNCE)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    async def did_save(ls: Any, params: types.DidSaveTextDocumentParams) -> None:
-        schedule(params.text_document.uri, 0)
-
-    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    async def did_close(ls: Any, params: types.DidCloseTextDocumentParams) -> None:
+    async def did_close(self, params: Any) -> None:
+        """textDocument/didClose: forget it and clear its diagnostics."""
         uri = params.text_document.uri
-        task = pending.pop(uri, None)
+        task = self.pending.pop(uri, None)
         if task is not None and not task.done():
             task.cancel()
-        checked.pop(uri, None)
-        publish(uri, None, [])
+        self.checked.pop(uri, None)
+        self.publish(uri, None, [])
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix]))
-    def code_action(ls: Any, params: types.CodeActionParams) -> list[Any]:
+    def code_action(self, params: Any) -> list[Any]:
+        """textDocument/codeAction: a quick fix for each fixable finding in the range."""
+        types = self.types
         uri = params.text_document.uri
-        state = checked.get(uri)
-        document = server.workspace.text_documents.get(uri)
+        state = self.checked.get(uri)
+        document = self.lsp.workspace.text_documents.get(uri)
         if state is None or document is None or document.version != state.version:
             return []  # no findings for the text as it is now
-        unit = encoding()
+        unit = self.encoding()
         lines = state.lines
         start = from_lsp(lines, params.range.start.line, params.range.start.character, unit)
         end = from_lsp(lines, params.range.end.line, params.range.end.character, unit)
@@ -372,8 +403,8 @@ def build_server() -> Any:
             fix = finding.fix
             if fix is None or fix.applicability == "display" or not fix.edits:
                 continue
-            span = ((finding.line, finding.column), (finding.end_line, finding.end_column))
-            if span[1] < start or span[0] > end:
+            if (finding.end_line, finding.end_column) < start \
+                    or (finding.line, finding.column) > end:
                 continue  # not at the range asked about
             edits = fix_edits(state.text, fix)
             if edits is None:
@@ -389,12 +420,15 @@ def build_server() -> Any:
             actions.append(types.CodeAction(
                 title=printable(f"{finding.code}: {fix.message}{unsafe}"),
                 kind=types.CodeActionKind.QuickFix,
-                diagnostics=[diagnostic(finding, lines, unit)],
+                diagnostics=[self.diagnostic(finding, lines, unit)],
                 is_preferred=fix.applicability == "safe",
                 edit=types.WorkspaceEdit(changes={uri: text_edits})))
         return actions
 
-    return server
+
+def build_server() -> Any:
+    """The language server (a pygls LanguageServer), its features registered."""
+    return _Server().lsp
 
 
 def main() -> int:
