@@ -215,6 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("target", metavar="FILE:LINE")
     _add_run_options(explain)
 
+    sub.add_parser("server", help="run the language server (LSP) for editors",
+                   description="Serve reviewbot's findings and fixes to an editor over the "
+                               "Language Server Protocol, on standard input and output "
+                               "(needs pip install 'reviewbot[lsp]').")
+
     rules = sub.add_parser("rules", help="list the rules, or show one rule's documentation",
                            description="List every rule, or print one rule's documentation.")
     rules.add_argument("rule", nargs="?", metavar="CODE", help="a rule code or name")
@@ -326,6 +331,7 @@ class _Run:
     project_files: list[Path] | None = None
     index_cache: Any = None
     source_root: Path | None = None  # the git root above the first path (SARIF's %SRCROOT%)
+    configs: Any = None  # each file's configuration (reviewbot.config.Configs)
 
     def run_context(self) -> Any:
         """The RunContext of a run: what was checked, and the configuration file when it
@@ -358,7 +364,8 @@ class _Run:
 
         return Engine(self.config, self.packs, jobs=jobs, cache=self.cache, progress=progress,
                       roots=self.roots, project_root=self.project_root,
-                      project_files=self.project_files, index_cache=self.index_cache)
+                      project_files=self.project_files, index_cache=self.index_cache,
+                      configs=self.configs)
 
 
 def _stdin_lookup(name: str | None) -> str:
@@ -386,21 +393,22 @@ def _warn_target_version(config: Any) -> None:
             f"Python {target[0]}.{target[1]} or newer\n")
 
 
-def _prepare(args: argparse.Namespace) -> _Run:
-    """Read the configuration and the packs, and find the files (exit 2 on bad input)."""
+def _prepare(args: argparse.Namespace, cwd: Path | None = None) -> _Run:
+    """Read the configuration and the packs, and find the files (exit 2 on bad input),
+    as a run in ``cwd`` (default: the working directory) would."""
     from reviewbot.cache import CACHE_DIR_NAME, ResultCache
-    from reviewbot.config import Overrides, load_config
+    from reviewbot.config import Configs, Overrides, common_folder, load_config
     from reviewbot.analysis.project import engine_pack_names, project_index_files
     from reviewbot.discovery import allowed_roots, discover, project_root, source_root
     from reviewbot.packs import load_packs
 
-    cwd = Path.cwd()
+    cwd = cwd or Path.cwd()
     stdin = getattr(args, "stdin", False)
     paths = args.paths or ["."]
     if stdin:  # the source comes from standard input; its name need not exist
         paths = [_stdin_lookup(getattr(args, "stdin_filename", None))]
     for raw in paths:  # before any configuration is read: a typo in a path is exit 2
-        if not os.path.lexists(raw):
+        if not os.path.lexists(cwd / raw):
             raise ReviewbotError(f"{printable(raw)}: no such file or directory")
     include_unknown = getattr(args, "include_unknown", False)
     overrides = Overrides(
@@ -419,9 +427,17 @@ def _prepare(args: argparse.Namespace) -> _Run:
     config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
     _warn_target_version(config)
     files = [] if stdin else discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
+    configs = Configs(config, overrides, explicit=config_file is not None,
+                      top=common_folder([Path(p) for p in paths], cwd))
+    # Every file's own configuration is read (and validated) before anything is checked.
+    for path in files:
+        configs.index(path)
+    if stdin and getattr(args, "stdin_filename", None):
+        configs.index(Path(os.path.abspath(args.stdin_filename)))
     root = project_root(paths, config, cwd)
     index_root, project_files = project_index_files(files, config, cwd,
-                                                    () if args.force_exclude else paths)
+                                                    () if args.force_exclude else paths,
+                                                    configs.enabled())
     packs = load_packs((*config.rule_packs, *engine_pack_names(config, index_root,
                                                                 project_files)),
                        config.root, config.source, config.key_prefix + "rule-packs")
@@ -442,6 +458,9 @@ def _prepare(args: argparse.Namespace) -> _Run:
 
         err = sys.stderr
         err.write(f"reviewbot: configuration: {printable(config.source or '(defaults)')}\n")
+        for own in configs.all[1:]:
+            err.write(f"reviewbot: configuration of the files below {printable(str(own.root))}: "
+                      f"{printable(str(own.source))}\n")
         err.write(f"reviewbot: project root: {printable(str(root))}\n")
         err.write(f"reviewbot: cache: {printable(str(cache.folder)) if cache else 'off'}"
                   f"{'' if cache is None or cache.usable else ' (not used: a link, or no key)'}\n")
@@ -456,7 +475,7 @@ def _prepare(args: argparse.Namespace) -> _Run:
         err.write(f"reviewbot: {workers} worker process{'es' if workers != 1 else ''}{why}\n")
     return _Run(config, packs, list(files), list(paths), cwd, cache,
                 allowed_roots(paths, root, cwd), index_root, project_files, index_cache,
-                source_root(cwd / paths[0], root))
+                source_root(cwd / paths[0], root), configs)
 
 
 
@@ -688,7 +707,7 @@ def fix_files(prepared: _Run, engine: Any, findings: Sequence[Any], unsafe: bool
     todo = sorted({f.path for f in findings if allowed(f.fix, unsafe) and f.path in by_shown})
     held_back = sum(1 for f in findings
                     if not unsafe and allowed(f.fix, True) and not allowed(f.fix, False))
-    fixer = Fixer(config, prepared.packs, engine.rules, unsafe=unsafe)
+    fixer = Fixer(config, prepared.packs, engine.rules, unsafe=unsafe, configs=prepared.configs)
     outcome = _Fixed([], 0, held_back)
     for shown in todo:
         path = by_shown[shown]
@@ -814,11 +833,13 @@ def _check_stdin(args: argparse.Namespace, prepared: _Run, out: TextIO, err: Tex
 
     config, cwd = prepared.config, prepared.cwd
     shown = args.stdin_filename or "-"
-    rel = relative_to_root(Path(os.path.abspath(shown)), config.root) \
+    # The name's own configuration (the nearest one above it) chooses rules and options.
+    own = prepared.configs.index(Path(os.path.abspath(shown))) if args.stdin_filename else 0
+    rel = relative_to_root(Path(os.path.abspath(shown)), prepared.configs.all[own].root) \
         if args.stdin_filename else "-"
     data = _read_stdin(config.max_file_size)
     engine = prepared.engine(1)
-    checker = Checker(config, prepared.packs, engine.rules)
+    checker = Checker(config, prepared.packs, engine.rules, configs=prepared.configs.all)
     run = prepared.run_context()
 
     def check(payload: bytes) -> Any:
@@ -827,7 +848,8 @@ def _check_stdin(args: argparse.Namespace, prepared: _Run, out: TextIO, err: Tex
             found.findings = [_file_finding(UnreadableFile, shown, "Skipped: " + _too_large(
                 len(payload), config.max_file_size))]
             return found
-        return engine._finish({shown: checker.check(FileJob(shown, rel, payload))}, run, 0)
+        return engine._finish({shown: checker.check(FileJob(shown, rel, payload, config=own))},
+                              run, 0)
 
     result = check(data)
     try:
@@ -841,9 +863,9 @@ def _check_stdin(args: argparse.Namespace, prepared: _Run, out: TextIO, err: Tex
         fixed = None
         if source is not None and any(allowed(f.fix, args.unsafe_fixes)
                                       for f in result.findings):
-            fixed = Fixer(config, prepared.packs, engine.rules,
-                          unsafe=args.unsafe_fixes).fix_text(shown, rel, source.text,
-                                                             source.encoding)
+            fixed = Fixer(config, prepared.packs, engine.rules, unsafe=args.unsafe_fixes,
+                          configs=prepared.configs).fix_text(shown, rel, source.text,
+                                                             source.encoding, own)
             if fixed.error is not None:
                 err.write(f"reviewbot: warning: {printable(shown)}: {printable(fixed.error)}\n")
                 fixed = None
@@ -895,10 +917,15 @@ def _write_source(data: bytes, out: TextIO) -> None:
 
 
 def show_settings(prepared: _Run, out: TextIO) -> int:
-    """``check --show-settings``: the configuration resolved for the first path."""
+    """``check --show-settings``: the configuration resolved for the first path: rule
+    selection, per-file-ignores and options from its own (nearest) configuration, the rest
+    from the project root's."""
     from reviewbot import registry
 
     config, packs = prepared.config, prepared.packs
+    first = prepared.paths[0] if prepared.paths else "."
+    own = prepared.configs.for_path(Path(os.path.abspath(prepared.cwd / first))) \
+        if prepared.configs is not None else config
 
     def line(key: str, value: str) -> None:
         out.write(f"{key}: {printable(value)}\n")
@@ -906,10 +933,11 @@ def show_settings(prepared: _Run, out: TextIO) -> int:
     def listing(values: Any) -> str:
         return ", ".join(str(v) for v in values) or "(none)"
 
-    line("path", prepared.paths[0] if prepared.paths else ".")
-    line("config file", config.source or "(none: the defaults)")
+    line("path", first)
+    line("config file", own.source or "(none: the defaults)")
+    line("root config file", config.source or "(none: the defaults)")
     line("project root", str(config.root))
-    line("enabled rules", listing(sorted(config.enabled)))
+    line("enabled rules", listing(sorted(own.enabled)))
     line("target-version", config.target_version or "(not set)")
     line("rule-packs", listing(config.rule_packs))
     line("packs in use", listing(packs.names))
@@ -918,14 +946,14 @@ def show_settings(prepared: _Run, out: TextIO) -> int:
     line("respect-gitignore", str(config.respect_gitignore).lower())
     line("max-file-size", f"{config.max_file_size} bytes")
     line("exclude", listing(config.exclude))
-    out.write("per-file-ignores:" + ("" if config.per_file_ignores else " (none)") + "\n")
-    for pattern, codes in config.per_file_ignores:
+    out.write("per-file-ignores:" + ("" if own.per_file_ignores else " (none)") + "\n")
+    for pattern, codes in own.per_file_ignores:
         out.write(f"  {printable(pattern)}: {listing(sorted(codes))}\n")
     out.write("options:\n")
     for rule in registry.RULES:
-        if rule.code not in config.enabled:
+        if rule.code not in own.enabled:
             continue
-        for name, value in config.settings.get(rule.code, {}).items():
+        for name, value in own.settings.get(rule.code, {}).items():
             out.write(f"  {rule.code}.{printable(str(name))} = {printable(repr(value))}\n")
     return EXIT_CLEAN
 
@@ -1022,6 +1050,19 @@ def run_verify(args: argparse.Namespace, out: TextIO) -> int:
         if handle is not None:
             handle.close()
     return code
+
+
+def run_server() -> int:
+    """``reviewbot server``: the language server, on standard input and output."""
+    import importlib.util
+
+    for module, package in (("pygls", "pygls"), ("lsprotocol", "lsprotocol")):
+        if importlib.util.find_spec(module) is None:
+            raise ReviewbotError(f"reviewbot server needs {package}: "
+                                 "pip install 'reviewbot[lsp]'")
+    from reviewbot.server import main as serve
+
+    return serve()
 
 
 def run_explain(args: argparse.Namespace, out: TextIO) -> int:
@@ -1179,6 +1220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_rules(args, sys.stdout)
         if args.command == "explain":
             return run_explain(args, sys.stdout)
+        if args.command == "server":
+            return run_server()
     except ReviewbotError as exc:
         sys.stderr.write(f"reviewbot: error: {printable(str(exc))}\n")
         return EXIT_ERROR

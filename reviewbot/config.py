@@ -6,7 +6,9 @@ Everything is validated before any file is checked; a mistake raises
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,12 +122,21 @@ def find_config_file(start: Path) -> Path | None:
     folder = start if start.is_dir() else start.parent
     folder = folder.resolve()
     for candidate in (folder, *folder.parents):
-        for name in CONFIG_NAMES:
-            path = candidate / name
-            if not path.is_file():
-                continue
-            if name != "pyproject.toml" or _pyproject_has_section(path):
-                return path
+        found = config_in(candidate)
+        if found is not None:
+            return found
+    return None
+
+
+def config_in(folder: Path) -> Path | None:
+    """The configuration file that ``folder`` itself holds (in one folder, ``.reviewbot.yml``
+    wins over ``pyproject.toml``; a ``pyproject.toml`` counts only with [tool.reviewbot])."""
+    for name in CONFIG_NAMES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        if name != "pyproject.toml" or _pyproject_has_section(path):
+            return path
     return None
 
 
@@ -409,18 +420,130 @@ def _size(value: Any, source: str, key: str) -> int:
     return size
 
 
+def common_folder(paths: Sequence[Path], cwd: Path) -> Path:
+    """The deepest folder holding every one of ``paths`` (``cwd`` without paths)."""
+    folders = []
+    for path in paths or [cwd]:
+        absolute = Path(os.path.abspath(cwd / path))
+        folders.append(str(absolute if absolute.is_dir() else absolute.parent))
+    try:
+        return Path(os.path.commonpath(folders))
+    except ValueError:  # paths on different drives
+        return Path(folders[0])
+
+
 def load_config(paths: Sequence[Path], config_file: Path | None,
                 overrides: Overrides = Overrides(), cwd: Path | None = None) -> Config:
-    """Find (or take) the configuration file, read it and build the run's Config."""
+    """Find (or take) the configuration file, read it and build the run's Config: the
+    nearest configuration at or above the folder that holds every path (the project
+    root's; :class:`Configs` finds each file's own)."""
     cwd = cwd or Path.cwd()
     if config_file is None:
-        start = paths[0] if paths else cwd
+        start = common_folder([p for p in paths if os.path.lexists(cwd / p)], cwd)
         config_file = find_config_file(start if start.exists() else cwd)
     if config_file is None:
         return build_config({}, None, "", cwd.resolve(), overrides)
+    return _load_file(config_file, overrides)
+
+
+def _load_file(config_file: Path, overrides: Overrides) -> Config:
     table, prefix = read_config_file(config_file)
     table = with_extends(table, prefix, config_file)
     return build_config(table, str(config_file), prefix, config_file.resolve().parent, overrides)
+
+
+# What a file's own configuration decides; everything else (rule packs, devices, engine
+# packs, excludes, max-file-size, target-version) is the project root's, since the run
+# discovers its files and links its project index once.
+PER_FILE_KEYS = ("select", "extend-select", "ignore", "per-file-ignores",
+                 "extend-per-file-ignores", "rules")
+
+
+class Configs:
+    """The configuration of each checked file, as ruff finds it: the nearest configuration
+    file at or above the file's folder, looked for no higher than the project root (the
+    root configuration's folder). Rule selection, per-file-ignores and rule options come
+    from that file; the rest is the root configuration's. With an explicit ``--config``
+    every file has the root configuration.
+
+    ``all`` lists the distinct configurations met so far, the root's first; a file's
+    configuration is named by its index there (``index``)."""
+
+    def __init__(self, root: Config, overrides: Overrides = Overrides(), *,
+                 explicit: bool = False, top: Path | None = None) -> None:
+        self.root = root
+        self.overrides = overrides
+        self.explicit = explicit
+        # Where walks stop: the root configuration's folder, else the folder the search
+        # for it started from (nothing above it holds one).
+        self.top = (root.root if root.source is not None else top or root.root).resolve()
+        self.all: list[Config] = [root]
+        self._by_file: dict[Path, int] = {}
+        if root.source is not None:
+            self._by_file[Path(root.source).resolve()] = 0
+        self._by_folder: dict[str, int] = {}
+
+    def index(self, path: Path) -> int:
+        """The index in ``all`` of the configuration of ``path`` (a file or a folder;
+        raises ConfigError for a mistake in a configuration file it finds)."""
+        if self.explicit:
+            return 0
+        absolute = os.path.abspath(path)
+        folder = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
+        known = self._by_folder.get(folder)
+        if known is not None:
+            return known
+        try:
+            resolved = Path(folder).resolve()
+        except (OSError, RuntimeError):
+            return 0
+        if resolved != self.top and self.top not in resolved.parents:
+            found = 0  # outside the project: the root's
+        else:
+            found = self._nearest(resolved)
+        self._by_folder[folder] = found
+        return found
+
+    def for_path(self, path: Path) -> Config:
+        """The configuration of ``path``."""
+        return self.all[self.index(path)]
+
+    def _nearest(self, folder: Path) -> int:
+        seen: list[str] = []
+        found = 0
+        for candidate in (folder, *folder.parents):
+            known = self._by_folder.get(str(candidate))
+            if known is not None:
+                found = known
+                break
+            seen.append(str(candidate))
+            file = config_in(candidate)
+            if file is not None:
+                found = self._load(file)
+                break
+            if candidate == self.top:
+                break
+        for name in seen:  # every folder on the way has the same nearest configuration
+            self._by_folder[name] = found
+        return found
+
+    def _load(self, file: Path) -> int:
+        resolved = file.resolve()
+        known = self._by_file.get(resolved)
+        if known is not None:
+            return known
+        own = _load_file(file, self.overrides)
+        config = dataclasses.replace(
+            self.root, root=own.root, source=own.source, key_prefix=own.key_prefix,
+            enabled=own.enabled, per_file_ignores=own.per_file_ignores,
+            settings=own.settings)
+        self.all.append(config)
+        self._by_file[resolved] = len(self.all) - 1
+        return len(self.all) - 1
+
+    def enabled(self) -> frozenset[str]:
+        """Every code some configuration met so far enables."""
+        return frozenset().union(*(c.enabled for c in self.all))
 
 
 MAX_EXTENDS = 16  # files in one chain of `extend`

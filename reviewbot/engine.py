@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reviewbot import registry
 from reviewbot.cache import ResultCache, content_key
@@ -30,7 +30,7 @@ from reviewbot.rule import CstRule, Rule
 from reviewbot.rules.rb001_syntax_error import SyntaxErrorRule
 from reviewbot.rules.rb002_rule_crash import RuleCrash
 from reviewbot.rules.rb003_unreadable_file import UnreadableFile
-from reviewbot.source import Columns, UnreadableSource, decode, read_bytes
+from reviewbot.source import Columns, UnreadableSource, _too_large, decode, read_bytes
 from reviewbot.suppression import Suppressions, file_ignore_line
 
 
@@ -81,23 +81,39 @@ class FileJob:
     is_package: bool = False
     linked_hot: Any = None  # its functions hot through other modules, with their chains
     linked_devices: Any = None  # device facts of the project it reads (tensor fields, returns)
+    config: int = 0  # which of the checker's configurations is the file's (0: the run's)
 
 
 class Checker:
-    """Checks single files against one configuration; lives in each worker process."""
+    """Checks single files; lives in each worker process. A file is checked with the
+    configuration its job names among ``configs`` (the first is ``config``, the run's)."""
 
     def __init__(self, config: Config, packs: PackData,
-                 rules: Sequence[type[Rule]] = registry.RULES, use_triggers: bool = True) -> None:
+                 rules: Sequence[type[Rule]] = registry.RULES, use_triggers: bool = True,
+                 configs: Sequence[Config] = ()) -> None:
         self.use_triggers = use_triggers  # False only to test that the shortcut is exact
         self.config = config
         self.packs = packs
-        self.rules = [r for r in rules if r.code in config.enabled and not r.internal]
-        self.ignore_specs = config.per_file_ignore_specs()
+        # A list that grows (reviewbot.config.Configs.all) is read as it grows.
+        self.configs: Sequence[Config] = configs or [config]
+        self._all_rules = tuple(rules)
+        self._by_config: dict[int, tuple[list[type[Rule]], Any]] = {}
+        self.rules, self.ignore_specs = self._of(0)
 
-    def ignored_codes(self, rel: str) -> set[str]:
+    def _of(self, index: int) -> tuple[list[type[Rule]], Any]:
+        """The enabled rules and compiled per-file-ignores of one configuration."""
+        known = self._by_config.get(index)
+        if known is None:
+            config = self.configs[index]
+            known = ([r for r in self._all_rules if r.code in config.enabled and not r.internal],
+                     config.per_file_ignore_specs())
+            self._by_config[index] = known
+        return known
+
+    def ignored_codes(self, rel: str, config: int = 0) -> set[str]:
         """Codes that per-file-ignores turns off for this file."""
         codes: set[str] = set()
-        for spec, spec_codes in self.ignore_specs:
+        for spec, spec_codes in self._of(config)[1]:
             if spec.match_file(rel):
                 codes |= spec_codes
         return codes
@@ -120,28 +136,29 @@ class Checker:
     def _rules_for(self, job: FileJob, text: str, ignored: set[str]) -> list[type[Rule]]:
         if job.phase == SUMMARY_ONLY:
             return []
-        rules = [r for r in self.rules if r.code not in ignored and (
+        settings = self.configs[job.config].settings
+        rules = [r for r in self._of(job.config)[0] if r.code not in ignored and (
             job.phase == ALL_RULES or (job.phase == PROJECT_RULES) == r.project_facts)]
         if not self.use_triggers:
             return rules
-        return [r for r in rules if r.applies_to(text, self.config.settings.get(r.code, {}),
-                                                 self.packs)
+        return [r for r in rules if r.applies_to(text, settings.get(r.code, {}), self.packs)
                 or (job.linked_hot and r.project_facts and r.applies_to_linked(
-                    text, self.config.settings.get(r.code, {}), self.packs))]
+                    text, settings.get(r.code, {}), self.packs))]
 
-    def _gate(self, text: str, ignored: set[str]) -> tuple[bool, bool]:
+    def _gate(self, text: str, ignored: set[str], config: int = 0) -> tuple[bool, bool]:
         """Whether the project rules can apply to this text (see ``FileResult.gate``)."""
         if not self.use_triggers:
             return True, True
-        rules = [r for r in self.rules if r.project_facts and r.code not in ignored]
-        own = any(r.applies_to(text, self.config.settings.get(r.code, {}), self.packs)
-                  for r in rules)
-        linked = own or any(r.applies_to_linked(text, self.config.settings.get(r.code, {}),
-                                                self.packs) for r in rules)
+        settings = self.configs[config].settings
+        rules = [r for r in self._of(config)[0] if r.project_facts and r.code not in ignored]
+        own = any(r.applies_to(text, settings.get(r.code, {}), self.packs) for r in rules)
+        linked = own or any(r.applies_to_linked(text, settings.get(r.code, {}), self.packs)
+                            for r in rules)
         return own, linked
 
     def _check_one(self, job: FileJob) -> FileResult:
-        ignored = self.ignored_codes(job.rel)
+        ignored = self.ignored_codes(job.rel, job.config)
+        settings = self.configs[job.config].settings
         result = FileResult(job.display)
         try:
             source = decode(job.data)
@@ -163,7 +180,7 @@ class Checker:
                     ctx.release()
             return result
         if job.phase == FILE_RULES:
-            result.gate = self._gate(source.text, ignored)
+            result.gate = self._gate(source.text, ignored, job.config)
         ctx = FileContext(job.display, source.text, job.rel, self.packs, job.linked_hot,
                           job.linked_devices)
         rules = self._rules_for(job, source.text, ignored)
@@ -178,13 +195,13 @@ class Checker:
                 plain = [r for r in rules if not issubclass(r, CstRule)]
                 cst = [r for r in rules if issubclass(r, CstRule)]
                 for rule_cls in plain:
-                    rule = rule_cls(self.config.settings.get(rule_cls.code, {}), ctx)
+                    rule = rule_cls(settings.get(rule_cls.code, {}), ctx)
                     try:
                         rule.check_file(ctx)
                     except Exception as exc:  # a rule's bug must not stop the run
                         _crash(ctx, rule_cls, exc)
                 if cst:
-                    self._run_cst_rules(ctx, cst)
+                    self._run_cst_rules(ctx, cst, settings)
         finally:
             ctx.release()
         findings = [f for f in ctx.findings if f.code not in ignored]
@@ -224,7 +241,8 @@ class Checker:
             return False
         return True
 
-    def _run_cst_rules(self, ctx: FileContext, rules: list[type[CstRule]]) -> None:
+    def _run_cst_rules(self, ctx: FileContext, rules: list[type[CstRule]],
+                       settings: Any = None) -> None:
         import libcst
         import libcst.metadata
 
@@ -247,8 +265,9 @@ class Checker:
                 _crash(ctx, rule_cls, exc, "while computing metadata")
             return
         instances = []
+        settings = self.config.settings if settings is None else settings
         for rule_cls in rules:
-            rule = rule_cls(self.config.settings.get(rule_cls.code, {}), ctx)
+            rule = rule_cls(settings.get(rule_cls.code, {}), ctx)
             rule.metadata = metadata
             instances.append(rule)
         from reviewbot.cst_dispatch import BatchedVisitor
@@ -316,9 +335,9 @@ _worker: Checker | None = None
 
 
 def _init_worker(config: Config, packs: PackData, rules: Sequence[type[Rule]],
-                 use_triggers: bool) -> None:
+                 use_triggers: bool, configs: Sequence[Config] = ()) -> None:
     global _worker
-    _worker = Checker(config, packs, rules, use_triggers)
+    _worker = Checker(config, packs, rules, use_triggers, configs)
 
 
 def _check_batch(jobs: list[FileJob]) -> list[FileResult]:
@@ -356,7 +375,7 @@ class Engine:
                  use_triggers: bool = True, roots: Sequence[Path] = (),
                  project_root: Path | None = None,
                  project_files: Sequence[Path] | None = None,
-                 index_cache: Any = None) -> None:
+                 index_cache: Any = None, configs: Any = None) -> None:
         self.use_triggers = use_triggers
         # Files whose links resolve outside these folders are not read (none: no limit).
         self.roots = tuple(roots)
@@ -371,20 +390,54 @@ class Engine:
         self.index_cache = index_cache
         self.linked: Any = None  # the HotFacts of the last run (for explanations)
         self._pool: ProcessPoolExecutor | None = None
+        # Each file's configuration (reviewbot.config.Configs; None: ``config`` for all).
+        self.configs = configs
+        self._configs: list[Config] = [config]
+        self._tags: list[str] = [""]
+        self._config_of: dict[str, int] = {}
+        self._contents: Mapping[Path, bytes] = {}
 
-    def run(self, files: Sequence[Path], run: RunContext, cwd: Path | None = None) -> RunResult:
-        """Check ``files`` and finish the run-level rules."""
+    def _read(self, path: Path) -> bytes:
+        """A file's bytes: the text given for it (an editor's unsaved buffer), else the
+        file's (raises UnreadableSource)."""
+        given = self._contents.get(path)
+        if given is not None:
+            if len(given) > self.config.max_file_size:
+                raise UnreadableSource(_too_large(len(given), self.config.max_file_size))
+            return given
+        return read_bytes(str(path), self.config.max_file_size)
+
+    def _resolve_configs(self, files: Sequence[Path], cwd: Path) -> list[int]:
+        """Each file's configuration (its index in ``_configs``), and the cache-key tag
+        of each configuration: empty for the run's, whose fingerprint names the cache."""
+        indices = [self.configs.index(path) if self.configs is not None else 0
+                   for path in files]
+        self._configs = list(self.configs.all) if self.configs is not None else [self.config]
+        self._tags = [""] + ["|config:" + hashlib.blake2b(
+            f"{c.source}\0{c.root}\0{c.fingerprint()}".encode(), digest_size=12).hexdigest()
+            for c in self._configs[1:]]
+        return indices
+
+    def run(self, files: Sequence[Path], run: RunContext, cwd: Path | None = None,
+            contents: Mapping[Path, bytes] | None = None) -> RunResult:
+        """Check ``files`` and finish the run-level rules. ``contents``: the text to check
+        instead of what some files (absolute paths) hold on disk, checked files and the
+        project's other files alike; the run memo is not used then."""
         from reviewbot.discovery import display_path, inside, relative_to_root
 
         cwd = cwd or Path.cwd()
-        signature = self._signature(files, cwd) if self.cache else None
+        self._contents = dict(contents or {})
+        indices = self._resolve_configs(files, cwd)
+        signature = self._signature(files, cwd, indices) if self.cache and not contents \
+            else None
         if signature is not None:
             remembered = self.cache.memo(signature)
             if remembered is not None:
                 return self._finish(remembered, run, len(remembered))
         results: dict[str, FileResult] = {}
         read: list[tuple[Path, str, str, bytes]] = []
-        for path in files:
+        self._config_of = {}
+        for path, index in zip(files, indices):
             shown = display_path(path, cwd)
             if self.roots and not inside(path, self.roots):
                 results[shown] = FileResult(shown, [_file_finding(
@@ -392,12 +445,13 @@ class Engine:
                     "project")])
                 continue
             try:
-                data = read_bytes(str(path), self.config.max_file_size)
+                data = self._read(path)
             except UnreadableSource as exc:
                 results[shown] = FileResult(shown, [_file_finding(UnreadableFile, shown,
                                                                   f"Skipped: {exc}")])
                 continue
-            read.append((path, shown, relative_to_root(path, self.config.root), data))
+            self._config_of[shown] = index
+            read.append((path, shown, relative_to_root(path, self._configs[index].root), data))
         total = len(files)
         self._cached = 0
         try:
@@ -415,13 +469,16 @@ class Engine:
                 self.cache.set_memo(signature, results)
         return self._finish(results, run, self._cached)
 
-    def _signature(self, files: Sequence[Path], cwd: Path) -> str | None:
+    def _signature(self, files: Sequence[Path], cwd: Path,
+                   indices: Sequence[int] = ()) -> str | None:
         """What the run memo is keyed by: the working folder, the project, and every checked
         and indexed file's path, size, times and inode. None (no memo) when a file cannot be
         stat'ed, or one was modified within the last two seconds: an edit in the same tick
         of the file system's clock would not change its times ("racy" as git calls it)."""
         digest = hashlib.blake2b(digest_size=16)
         digest.update(f"{cwd}\0{self.project_root}\0{self.roots}\0{self.use_triggers}".encode())
+        # Each file's own configuration: an edit of a folder's configuration is a new run.
+        digest.update("\0".join(self._tags[i] for i in indices).encode())
         recent = time.time_ns() - 2_000_000_000
         for group in (files, self.project_files or ()):
             digest.update(b"\1")
@@ -441,13 +498,14 @@ class Engine:
                       results: dict[str, FileResult], total: int) -> None:
         todo: list[tuple[str, FileJob]] = []
         for _, shown, rel, data in read:
-            key = content_key(shown, data)
+            index = self._config_of.get(shown, 0)
+            key = content_key(shown, data) + self._tags[index]
             cached = self.cache.get(key) if self.cache else None
             if cached is not None:
                 results[shown] = cached
                 self._cached += 1
             else:
-                todo.append((key, FileJob(shown, rel, data)))
+                todo.append((key, FileJob(shown, rel, data, config=index)))
         done = len(results)
         self._report_progress(done, total)
         for key, result in self._check(todo, done, total):
@@ -466,7 +524,8 @@ class Engine:
         index_cache = self.index_cache if self.index_cache is not None else IndexCache(None)
         index = ProjectIndex(root)
         tops: dict[Path, Path] = {}
-        project_rules = any(r.project_facts for r in self.rules if r.code in self.config.enabled)
+        project_rules = any(r.project_facts for r in self.rules
+                            if any(r.code in c.enabled for c in self._configs))
         # Phase 1: the file rules and the summaries of the checked files.
         first: dict[str, FileResult] = {}
         cached_first: set[str] = set()
@@ -479,7 +538,8 @@ class Engine:
         for path, shown, rel, data in read:
             checked.add(path)
             digest = digest_of(data)
-            hashes[shown] = shown + "\0" + digest
+            # The file's configuration, when it is not the run's, is part of every key.
+            hashes[shown] = shown + "\0" + digest + self._tags[self._config_of.get(shown, 0)]
             entry = self._entry(path, root, digest, tops, index_cache, module_name,
                                 ModuleEntry)
             key = hashes[shown] + FILE_RULES_KEY
@@ -496,7 +556,8 @@ class Engine:
             else:
                 todo.append((key, FileJob(shown, rel, data, FILE_RULES,
                                           entry.name if needs_summary else None,
-                                          path.name == "__init__.py")))
+                                          path.name == "__init__.py",
+                                          config=self._config_of.get(shown, 0))))
             if entry is not None:
                 entries[shown] = entry
         # The rest of the project: summaries only.
@@ -504,7 +565,7 @@ class Engine:
             if path in checked:
                 continue
             try:
-                data = read_bytes(str(path), self.config.max_file_size)
+                data = self._read(path)
             except UnreadableSource:
                 continue
             entry = self._entry(path, root, digest_of(data), tops, index_cache, module_name,
@@ -569,7 +630,8 @@ class Engine:
                     break
                 again.append((key, FileJob(shown, rel, data, PROJECT_RULES,
                                            linked_hot=known[0] or None,
-                                           linked_devices=known[1])))
+                                           linked_devices=known[1],
+                                           config=self._config_of.get(shown, 0))))
             else:
                 project_rules = False  # every checked file's result is known: no link
                 for key, result in self._check(again, 0, 0, count=lambda job: False):
@@ -605,7 +667,8 @@ class Engine:
                         cached_first.discard(shown)
                         self._cached -= 1  # the file is checked again after all
                     todo.append((key, FileJob(shown, rel, data, PROJECT_RULES,
-                                              linked_hot=hot or None, linked_devices=devices)))
+                                              linked_hot=hot or None, linked_devices=devices,
+                                              config=self._config_of.get(shown, 0))))
             for key, result in self._check(todo, 0, 0, count=lambda job: False):
                 second[result.path] = result
                 if self.cache:
@@ -644,7 +707,8 @@ class Engine:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 workers, initializer=_init_worker,
-                initargs=(self.config, self.packs, self.rules, self.use_triggers))
+                initargs=(self.config, self.packs, self.rules, self.use_triggers,
+                          tuple(self._configs)))
         return self._pool
 
     def _check(self, todo: list[tuple[str, FileJob]], done: int, total: int,
@@ -654,7 +718,8 @@ class Engine:
         jobs = [job for _, job in todo]
         workers = worker_count(self.jobs, len(jobs))
         if workers == 1 or len(jobs) < 4:
-            checker = Checker(self.config, self.packs, self.rules, self.use_triggers)
+            checker = Checker(self.config, self.packs, self.rules, self.use_triggers,
+                              self._configs)
             for job in jobs:
                 yield keys[(job.display, job.phase)], checker.check(job)
                 if count(job):
@@ -689,7 +754,9 @@ class Engine:
     def _check_isolated(self, job: FileJob) -> FileResult:
         try:
             with ProcessPoolExecutor(1, initializer=_init_worker,
-                                     initargs=(self.config, self.packs, self.rules, self.use_triggers)) as pool:
+                                     initargs=(self.config, self.packs, self.rules,
+                                               self.use_triggers,
+                                               tuple(self._configs))) as pool:
                 return pool.submit(_check_batch, [job]).result()[0]
         except BrokenProcessPool:
             return FileResult(job.display, [_file_finding(
@@ -706,11 +773,15 @@ class Engine:
             for code, data in result.facts.items():
                 facts.setdefault(code, {})[path] = data
         for rule_cls in self.rules:
-            if rule_cls.code not in self.config.enabled or rule_cls.internal:
+            # A rule about the whole run (RB301's coverage) runs when a configuration of
+            # the run enables it, with the run's settings (else the first such one's).
+            owner = next((c for c in (self.config, *self._configs[1:])
+                          if rule_cls.code in c.enabled), None)
+            if owner is None or rule_cls.internal:
                 continue
             if rule_cls.finish is Rule.finish:
                 continue
-            rule = rule_cls(self.config.settings.get(rule_cls.code, {}))
+            rule = rule_cls(owner.settings.get(rule_cls.code, {}))
             try:
                 findings.extend(rule.finish(facts.get(rule_cls.code, {}), run))
             except Exception as exc:

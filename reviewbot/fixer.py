@@ -21,7 +21,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from reviewbot.config import Config
 from reviewbot.engine import Checker, FileJob
@@ -152,14 +152,18 @@ def _compiles(text: str, path: str) -> str | None:
 
 
 class Fixer:
-    """Fixes files with one configuration."""
+    """Fixes files with the run's configuration, or each with its own (``configs``, a
+    reviewbot.config.Configs)."""
 
     def __init__(self, config: Config, packs: PackData, rules: Sequence[type[Rule]],
-                 unsafe: bool = False) -> None:
-        self.checker = Checker(config, packs, rules)
+                 unsafe: bool = False, configs: Any = None) -> None:
+        self.checker = Checker(config, packs, rules,
+                               configs=configs.all if configs is not None else ())
+        self.configs = configs
         self.unsafe = unsafe
 
-    def fix_text(self, path: str, rel: str, text: str, encoding: str = "utf-8") -> FileFix:
+    def fix_text(self, path: str, rel: str, text: str, encoding: str = "utf-8",
+                 config: int = 0) -> FileFix:
         """Fix a file's text in passes; ``new`` is the result (or ``error`` says why not)."""
         result = FileFix(path, old=text, new=text, encoding=encoding)
         current = text
@@ -170,7 +174,7 @@ class Fixer:
                 result.error = (f"the fixed text cannot be written in the file's encoding "
                                 f"({encoding}); the file is left as it was")
                 return result
-            findings = self.checker.check(FileJob(path, rel, data)).findings
+            findings = self.checker.check(FileJob(path, rel, data, config=config)).findings
             fixable = [f for f in findings if allowed(f.fix, self.unsafe)]
             if not fixable:
                 result.new = current
@@ -201,13 +205,20 @@ class Fixer:
         return result
 
     def fix_file(self, path: Path, shown: str, rel: str) -> FileFix:
-        """Read and fix one file (nothing is written)."""
+        """Read and fix one file (nothing is written). ``rel``: its path from the run's
+        configuration's folder (from its own configuration's, with ``configs``)."""
+        config = 0
+        if self.configs is not None:
+            from reviewbot.discovery import relative_to_root
+
+            config = self.configs.index(path)
+            rel = relative_to_root(path, self.configs.all[config].root)
         try:
             data = read_bytes(str(path), self.checker.config.max_file_size)
             source = decode(data)
         except UnreadableSource as exc:
             return FileFix(shown, error=f"skipped: {exc}")
-        result = self.fix_text(shown, rel, source.text, source.encoding)
+        result = self.fix_text(shown, rel, source.text, source.encoding, config)
         # Each pass checked its text in the file's encoding, the last one included.
         result.data, result.encoding, result.bom = data, source.encoding, source.bom
         return result

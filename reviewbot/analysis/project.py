@@ -601,14 +601,16 @@ def engine_pack_names(config: Any, root: Path | None, files: Sequence[Path]) -> 
 
 
 def project_index_files(files: Sequence[Path], config: Any, cwd: Path,
-                        given: Sequence[str] = ()) -> tuple[Path | None, list[Path]]:
+                        given: Sequence[str] = (), enabled: Iterable[str] | None = None,
+                        ) -> tuple[Path | None, list[Path]]:
     """The project the checked files belong to and every Python file in it (the index),
-    when a rule that reads project facts is on; links out of the project are left out."""
+    when a rule that reads project facts is on (in ``config``, or among ``enabled``: what
+    the files' own configurations enable); links out of the project are left out."""
     from reviewbot import registry
     from reviewbot.discovery import discover
 
-    if not files or not any(r.project_facts and r.code in config.enabled
-                            for r in registry.RULES):
+    codes = set(config.enabled if enabled is None else enabled)
+    if not files or not any(r.project_facts and r.code in codes for r in registry.RULES):
         return None, []
     from reviewbot.discovery import inside
 
