@@ -707,7 +707,8 @@ def fix_files(prepared: _Run, engine: Any, findings: Sequence[Any], unsafe: bool
     todo = sorted({f.path for f in findings if allowed(f.fix, unsafe) and f.path in by_shown})
     held_back = sum(1 for f in findings
                     if not unsafe and allowed(f.fix, True) and not allowed(f.fix, False))
-    fixer = Fixer(config, prepared.packs, engine.rules, unsafe=unsafe, configs=prepared.configs)
+    fixer = Fixer(config, prepared.packs, engine.rules, unsafe=unsafe, configs=prepared.configs,
+                  facts=engine.file_facts)
     outcome = _Fixed([], 0, held_back)
     for shown in todo:
         path = by_shown[shown]
@@ -864,7 +865,8 @@ def _check_stdin(args: argparse.Namespace, prepared: _Run, out: TextIO, err: Tex
         if source is not None and any(allowed(f.fix, args.unsafe_fixes)
                                       for f in result.findings):
             fixed = Fixer(config, prepared.packs, engine.rules, unsafe=args.unsafe_fixes,
-                          configs=prepared.configs).fix_text(shown, rel, source.text,
+                          configs=prepared.configs,
+                          facts=engine.file_facts).fix_text(shown, rel, source.text,
                                                              source.encoding, own)
             if fixed.error is not None:
                 err.write(f"reviewbot: warning: {printable(shown)}: {printable(fixed.error)}\n")

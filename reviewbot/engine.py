@@ -389,6 +389,8 @@ class Engine:
         self.project_files = project_files
         self.index_cache = index_cache
         self.linked: Any = None  # the HotFacts of the last run (for explanations)
+        self._last_index: Any = None  # the project index of the last run, and its entries
+        self._last_entries: dict[str, Any] = {}
         self._pool: ProcessPoolExecutor | None = None
         # Each file's configuration (reviewbot.config.Configs; None: ``config`` for all).
         self.configs = configs
@@ -594,6 +596,7 @@ class Engine:
             if entry.summary is _MISSING:
                 entry.summary = None
             index.add(entry)
+        self._last_index, self._last_entries, self.linked = index, entries, None
         second: dict[str, FileResult] = {}
         todo = []
         # Which checked files the project rules can report in: on their own words
@@ -683,6 +686,19 @@ class Engine:
                 merged.findings.extend(extra.findings)
                 merged.facts.update(extra.facts)
             results[shown] = merged
+
+    def file_facts(self, shown: str) -> tuple[Any, Any]:
+        """What the last run's link knows of a checked file: its functions hot through other
+        modules and the project's device facts it reads (linked now when the run answered
+        every file from the cache). (None, None) when the file is not in the index."""
+        entry = self._last_entries.get(shown)
+        if entry is None or self._last_index is None:
+            return None, None
+        if self.linked is None:
+            from reviewbot.analysis.project import Linker
+
+            self.linked = Linker(self._last_index, self.packs).link()
+        return self.linked.for_file(entry.rel) or None, self.linked.devices_for(entry.rel)
 
     @staticmethod
     def _entry(path: Path, root: Path, digest: str, tops: dict[Path, Path], index_cache: Any,

@@ -156,16 +156,20 @@ class Fixer:
     reviewbot.config.Configs)."""
 
     def __init__(self, config: Config, packs: PackData, rules: Sequence[type[Rule]],
-                 unsafe: bool = False, configs: Any = None) -> None:
+                 unsafe: bool = False, configs: Any = None, facts: Any = None) -> None:
         self.checker = Checker(config, packs, rules,
                                configs=configs.all if configs is not None else ())
         self.configs = configs
         self.unsafe = unsafe
+        # shown path -> (hot functions, device facts) from the project's link, so that a
+        # finding hot only through another module is fixed as it is reported.
+        self.facts = facts
 
     def fix_text(self, path: str, rel: str, text: str, encoding: str = "utf-8",
                  config: int = 0) -> FileFix:
         """Fix a file's text in passes; ``new`` is the result (or ``error`` says why not)."""
         result = FileFix(path, old=text, new=text, encoding=encoding)
+        hot, devices = self.facts(path) if self.facts is not None else (None, None)
         current = text
         for _ in range(MAX_PASSES):
             try:  # the bytes as the file stores them: its coding cookie must still hold
@@ -174,7 +178,9 @@ class Fixer:
                 result.error = (f"the fixed text cannot be written in the file's encoding "
                                 f"({encoding}); the file is left as it was")
                 return result
-            findings = self.checker.check(FileJob(path, rel, data, config=config)).findings
+            findings = self.checker.check(FileJob(path, rel, data, config=config,
+                                                  linked_hot=hot,
+                                                  linked_devices=devices)).findings
             fixable = [f for f in findings if allowed(f.fix, self.unsafe)]
             if not fixable:
                 result.new = current
