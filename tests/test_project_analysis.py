@@ -706,3 +706,51 @@ def test_a_finding_hot_through_another_module_is_fixed(tmp_path, run_cli, comman
     compile(fixed, "ops.py", "exec")
     # Fixed once: the second run finds nothing left to fix in that file.
     assert sync_findings(run_cli, root, "engine/ops.py") == []
+
+
+def test_a_forward_dispatched_through_a_returned_bound_method(tmp_path, run_cli):
+    # `self._forward = self.dispatch()` where dispatch returns `self.forward_cuda` on the
+    # CUDA branch: a subclass's forward_cuda is hot through the base's forward; what the
+    # other-platform branch returns is not.
+    root = write_project(tmp_path, {
+        "k/__init__.py": "",
+        "k/custom_op.py": """
+            import torch
+            import vllm
+
+            def is_rocm():
+                return False
+
+            class CustomOp(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self._forward = self.dispatch()
+
+                def forward(self, *args):
+                    return self._forward(*args)
+
+                def forward_cuda(self, x):
+                    raise NotImplementedError
+
+                def forward_hip(self, x):
+                    raise NotImplementedError
+
+                def dispatch(self):
+                    if is_rocm():
+                        return self.forward_hip
+                    return self.forward_cuda
+        """,
+        "k/norm.py": """
+            import torch
+            from k.custom_op import CustomOp
+
+            class Norm(CustomOp):
+                def forward_cuda(self, x: torch.Tensor):
+                    return x.sum().item()
+
+                def forward_hip(self, x: torch.Tensor):
+                    return x.max().item()
+        """,
+    })
+    found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("k/norm.py", 7)]

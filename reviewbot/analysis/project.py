@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 10
+SUMMARY_VERSION = 11
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -408,8 +408,12 @@ class _Summariser:
 
         stack: list[ast.stmt] = list(node.body)
         optional = optional_parameters(node)
+        self_returns: list[ast.Return] = []
         while stack:
             stmt = stack.pop()
+            if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Attribute) and \
+                    isinstance(stmt.value.value, ast.Name) and stmt.value.value.id == "self":
+                self_returns.append(stmt)  # `return self.forward_cuda`: a bound method
             if isinstance(stmt, ast.If):
                 quiet_body, quiet_else = guard_of(stmt.test)
                 fallback = _fallback_guard(stmt, optional)
@@ -454,6 +458,11 @@ class _Summariser:
                 if flag == 1 and ref not in loop_calls:
                     loop_calls.append(ref)
         out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
+        # What a dispatcher returns off guarded (other-platform, debug) branches.
+        returned = sorted({r.value.attr for r in self_returns  # type: ignore[union-attr]
+                           if 0 <= r.lineno - first < len(flags) and flags[r.lineno - first] != 2})
+        if returned:
+            out["self_returns"] = returned
         if node.decorator_list:
             if memoised(node):
                 out["memo"] = True  # runs once per distinct arguments: never hot
@@ -503,6 +512,13 @@ class _Summariser:
                     aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
                     if value.attr not in aliases:
                         aliases.append(value.attr)
+                elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                        and isinstance(value.func.value, ast.Name) and \
+                        value.func.value.id == "self":
+                    # `self._forward = self.dispatch()`: the methods `dispatch` returns.
+                    aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
+                    if "()" + value.func.attr not in aliases:
+                        aliases.append("()" + value.func.attr)
 
     def _text_ref(self, dotted: str, types: Mapping[str, str], on_super: bool) -> str | None:
         """The call reference (`S:`, `A:`, `T:`, `Q:`, `F:`, `M:`) of a dotted callee."""
@@ -867,7 +883,8 @@ def _valid_summary(value: Any) -> bool:
             return False
     for info in functions.values():
         if not (isinstance(info, dict) and isinstance(info.get("calls"), list)
-                and isinstance(info.get("loop_calls"), list) and isinstance(info.get("line"), int)):
+                and isinstance(info.get("loop_calls"), list) and isinstance(info.get("line"), int)
+                and all(isinstance(n, str) for n in info.get("self_returns", ()))):
             return False
     return True
 
@@ -1042,9 +1059,17 @@ class Linker:
         for klass in self.mro(cls):
             info = self.classes.get(klass)
             for alias in (info[2].get("aliases", {}).get(name, ()) if info else ()):
-                target = self.method_of(cls, alias)
-                if target and target not in out:
-                    out.append(target)
+                names = [alias]
+                if alias.startswith("()"):  # set to what a method of the class returns
+                    maker = self.method_of(cls, alias[2:])
+                    names = []
+                    if maker is not None:
+                        entry, local = self.functions[maker]
+                        names = entry.summary["functions"][local].get("self_returns", [])
+                for method in names:
+                    target = self.method_of(cls, method)
+                    if target and target not in out:
+                        out.append(target)
         return out
 
     def attr_type(self, cls: str, attr: str) -> str | None:
