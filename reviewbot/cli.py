@@ -245,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--allow-no-cuda", action="store_true",
                        help="run even without torch or a CUDA device (the hooks load and "
                             "record the processes, and no sync)")
+    trace.add_argument("--events-dir", metavar="DIR",
+                       help="keep each process's events file (JSON lines) in DIR")
     trace.add_argument("--quiet", "-q", action="store_true",
                        help="print nothing of our own after the program's output")
     trace.add_argument("program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",

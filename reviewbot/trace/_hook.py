@@ -98,6 +98,7 @@ class _State:
         self.profiled = 0
         self.markers: list = []
         self.torch = None
+        self.armed: dict | None = None
         self.open_file()
 
     # The events file ---------------------------------------------------------------
@@ -137,6 +138,8 @@ class _State:
         except OSError:
             pass
         self.open_file()
+        if self.armed is not None:  # the detectors armed in the parent are on here too
+            self.emit(self.armed)
 
     # Recording start -------------------------------------------------------------
     def start(self, how: str) -> None:
@@ -541,7 +544,9 @@ def match_waits(events: list, markers: list) -> list:
         used.add(chosen)
         start, end, _ = calls[chosen]
         kind = None
-        low = at if before else previous
+        # The copy belongs to this sync: after the marker (or, for a marker made after the
+        # sync, after the wait call before it) and before the sync call ended.
+        low = at if before else max([previous] + [c[1] for c in calls if c[1] <= start])
         for copy_start, _, copy_name in copies:
             if low <= copy_start <= end:
                 kind = ("copy-to-pageable" if "Pageable" in copy_name else "copy-to-pinned") \
@@ -620,6 +625,7 @@ def arm(state: _State, torch) -> None:
         except Exception as exc:
             status["debug_mode"] = f"unavailable: {exc.__class__.__name__}"
     status["gpu_trace"] = _hook_gpu_trace(state, torch)
+    state.armed = status
     state.emit(status)
 
 

@@ -214,6 +214,16 @@ def run_trace(args: Any, err: TextIO) -> int:
     folder = Path(tempfile.mkdtemp(prefix="reviewbot-trace-"))
     try:
         events = prepare_folder(folder)
+        if args.events_dir:  # kept: the per-process files as the hooks wrote them
+            events = Path(args.events_dir).resolve()
+            try:
+                events.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ReviewbotError(f"{printable(args.events_dir)}: cannot make the events "
+                                     f"folder ({exc.strerror})") from None
+            if any(events.glob("proc-*.jsonl")):
+                raise ReviewbotError(f"{printable(args.events_dir)}: already holds events "
+                                     "of another run")
         settings = {**public, "dir": str(events), "root": str(root), "t0": time.time()}
         env = child_env(folder, settings)
         started = time.monotonic()
