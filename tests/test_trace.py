@@ -565,3 +565,17 @@ def test_check_with_a_trace_never_imports_torch(runner):
                           text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert done.stderr.endswith("(False, 1)"), done.stderr
     assert "seen 24 times at run time" in done.stdout
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="could not import 'torch'")
+def test_this_torch_has_the_private_hooks_a_cpu_build_can_have():
+    # A CPU build has no sync debug mode (torch._C._cuda_set_sync_debug_mode is CUDA's);
+    # tests/test_trace_gpu.py checks it on a CUDA build.
+    import importlib
+
+    import torch
+
+    assert callable(torch.cuda._lazy_call) and callable(torch._C._activate_gpu_trace)
+    trace = importlib.import_module("torch.cuda._gpu_trace")
+    for what in ("stream", "device", "event"):
+        assert callable(getattr(trace, f"register_callback_for_{what}_synchronization"))
