@@ -389,6 +389,10 @@ def test_a_program_that_cannot_start_is_one_line(project):
     result = _trace("--allow-no-cuda", "--", "./no-such-program", cwd=project)
     assert result.returncode == 2 and b"cannot run ./no-such-program" in result.stderr
     assert _trace("--allow-no-cuda", cwd=project).returncode == 2
+    missing = _trace("--allow-no-cuda", "-o", "no/such/dir/t.json", "--", sys.executable,
+                     "-c", "print('ran')", cwd=project)
+    assert missing.returncode == 2 and missing.stdout == b""  # refused before it ran
+    assert b"cannot write the trace there" in missing.stderr
 
 
 def test_the_existing_sitecustomize_still_runs(project, tmp_path):

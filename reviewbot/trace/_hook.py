@@ -567,6 +567,7 @@ class _TorchFinder:
         self.done = False
 
     def find_spec(self, name, path=None, target=None):
+        """torch's own spec, with a loader that arms the hooks after torch's code ran."""
         if name != "torch" or self.done:
             return None
         self.done = True
@@ -579,22 +580,28 @@ class _TorchFinder:
         spec = importlib.util.find_spec("torch")
         if spec is None or spec.loader is None:
             return spec
-        loader = spec.loader
-        state = self.state
-
-        class _Loader:
-            def create_module(self, spec_):
-                return loader.create_module(spec_)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                arm(state, module)
-
-            def __getattr__(self, attr):
-                return getattr(loader, attr)
-
-        spec.loader = _Loader()
+        spec.loader = _ArmingLoader(spec.loader, self.state)
         return spec
+
+
+class _ArmingLoader:
+    """torch's loader, and the hooks armed once torch's ``__init__`` has run."""
+
+    def __init__(self, loader, state: _State) -> None:
+        self.loader = loader
+        self.state = state
+
+    def create_module(self, spec):
+        """As torch's loader does."""
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        """Run torch's ``__init__``, then arm."""
+        self.loader.exec_module(module)
+        arm(self.state, module)
+
+    def __getattr__(self, attr):
+        return getattr(self.loader, attr)
 
 
 def arm(state: _State, torch) -> None:

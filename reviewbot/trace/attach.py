@@ -227,18 +227,22 @@ class Place:
 
     @property
     def count(self) -> int:
+        """How many times the run saw this place."""
         return sum(e.count for e in self.entries)
 
     @property
     def samples(self) -> int:
+        """How many of those syncs were profiled."""
         return sum(e.samples for e in self.entries)
 
     @property
     def waited_ms(self) -> float:
+        """The wait of the profiled ones, in milliseconds."""
         return sum(e.total_ms for e in self.entries)
 
     @property
     def kinds(self) -> list[str]:
+        """The kinds of sync seen here, the most frequent first."""
         counts: dict[str, int] = {}
         for entry in self.entries:
             counts[entry.kind] = counts.get(entry.kind, 0) + entry.count
@@ -246,6 +250,7 @@ class Place:
 
     @property
     def main(self) -> Entry:
+        """The entry seen most often (its stack and operation are shown)."""
         return max(self.entries, key=lambda e: e.count)
 
     def runtime(self) -> dict[str, Any]:
@@ -331,6 +336,7 @@ class Project:
     _facts: Any = None
 
     def hot_facts(self) -> Any:
+        """The link phase's facts of the project, linked once (None without an index)."""
         if self._facts is None and self.root is not None:
             from reviewbot.analysis.project import IndexCache
             from reviewbot.explain import linked_facts
@@ -355,6 +361,7 @@ class _File:
         self._hot: tuple[dict[str, list[str]], list[tuple[int, int, str]]] | None = None
 
     def matches(self, line: int, digest: str) -> bool:
+        """Whether the line still holds the text the trace saw there."""
         return 0 < line <= len(self.lines) and line_hash(self.lines[line - 1]) == digest
 
     def hot(self, project: Project, index_rel: str | None) -> tuple[dict, list]:

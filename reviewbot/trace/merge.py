@@ -42,6 +42,7 @@ class _Process:
         self.unreadable = 0
 
     def add(self, event: dict[str, Any]) -> None:
+        """Take in one event line."""
         kind = event.get("t")
         site = event.get("s")
         if kind == "process":

@@ -187,6 +187,10 @@ def run_trace(args: Any, err: TextIO) -> int:
         value = getattr(args, name)
         if value is not None and value < 0:
             raise ReviewbotError(f"trace: --{name.replace('_', '-')} must not be negative")
+    parent = Path(os.path.abspath(args.output)).parent
+    if not parent.is_dir() or Path(args.output).is_dir():
+        raise ReviewbotError(f"{printable(args.output)}: cannot write the trace there (no "
+                             "such folder, or a folder)")
     cwd = Path.cwd()
     root = project_root(cwd)
     allow = allow_names(args.config, cwd)
