@@ -1,4 +1,5 @@
-"""The command line: ``reviewbot check``, ``fix``, ``review``, ``verify`` and ``rules``.
+"""The command line: ``reviewbot check``, ``fix``, ``review``, ``verify``, ``trace``,
+``explain`` and ``rules``.
 
 Exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
 No input ever ends in a traceback; set REVIEWBOT_DEBUG=1 to see one for an internal error.
@@ -118,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with `-` as the path: the name of the source read from standard "
                             "input (shown, matched by per-file-ignores, and where the "
                             "configuration is looked up)")
+    check.add_argument("--trace", metavar="FILE",
+                       help="a trace written by `reviewbot trace`: findings the run confirmed "
+                            "say how often they ran and waited, and syncs the run saw that "
+                            "no rule reported become RB108 findings")
     known = check.add_mutually_exclusive_group()
     known.add_argument("--baseline", metavar="FILE",
                        help="report only findings that the baseline FILE does not record")
@@ -175,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "pull request's head checkout, or from its base commit through "
                              "the API, so that the pull request cannot change its own review "
                              "(default: head)")
+    review.add_argument("--trace", metavar="FILE",
+                        help="a trace written by `reviewbot trace` (as `check --trace`)")
     review.add_argument("--baseline", metavar="FILE",
                         help="leave out the findings this baseline (reviewbot check "
                              "--write-baseline) records; read from the base commit with "
@@ -206,6 +213,44 @@ def build_parser() -> argparse.ArgumentParser:
                              "only those `reviewbot fix` inserted")
     verify.add_argument("--device", choices=("cuda", "cpu"), default=None,
                         help=argparse.SUPPRESS)
+
+    trace = sub.add_parser(
+        "trace", help="run a program and record the GPU->host syncs it really makes (GPU)",
+        description="Run a program with hooks in every Python process it starts and record "
+                    "each synchronising CUDA call: where (the innermost frame in the "
+                    "project), its stack, kind, count and, in an optional profiler window, "
+                    "how long it waited. The program's output and exit status pass through. "
+                    "`reviewbot check --trace FILE` reports against it.")
+    trace.add_argument("--output", "-o", default="trace.json", metavar="FILE",
+                       help="where the merged trace is written (default: trace.json)")
+    trace.add_argument("--profile-steps", type=int, default=None, metavar="N",
+                       help="profile the first N syncs after recording starts "
+                            "(torch.profiler): their wait times")
+    trace.add_argument("--profile-seconds", type=float, default=None, metavar="S",
+                       help="profile the first S seconds after the first recorded sync "
+                            "(with --profile-steps, whichever ends first; default 60)")
+    warm = trace.add_mutually_exclusive_group()
+    warm.add_argument("--skip-seconds", type=float, default=None, metavar="S",
+                      help="leave out the syncs of the first S seconds (warm-up)")
+    warm.add_argument("--skip-syncs", type=int, default=None, metavar="K",
+                      help="leave out each process's first K syncs (warm-up)")
+    trace.add_argument("--wait-for-start", action="store_true",
+                       help="record only from the program's reviewbot.trace.start() call")
+    trace.add_argument("--config", metavar="FILE",
+                       help="configuration whose rule packs name the allow regions "
+                            "(default: the nearest one)")
+    trace.add_argument("--no-sync-debug-mode", action="store_true",
+                       help="leave torch's sync debug mode off (the gpu-trace callbacks "
+                            "still record): for programs run with warnings as errors")
+    trace.add_argument("--allow-no-cuda", action="store_true",
+                       help="run even without torch or a CUDA device (the hooks load and "
+                            "record the processes, and no sync)")
+    trace.add_argument("--events-dir", metavar="DIR",
+                       help="keep each process's events file (JSON lines) in DIR")
+    trace.add_argument("--quiet", "-q", action="store_true",
+                       help="print nothing of our own after the program's output")
+    trace.add_argument("program", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                       help="the program and its arguments, after `--`")
 
     explain = sub.add_parser(
         "explain", help="say why the analysis labels a line's expressions as it does",
@@ -509,6 +554,9 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise ReviewbotError("--add-noqa writes files; it cannot take standard input")
     if args.stdin and args.show_files:
         raise ReviewbotError("--show-files lists files; it cannot take standard input")
+    if args.trace and (modes or args.stdin):
+        raise ReviewbotError(f"--trace cannot be combined with "
+                             f"{_flag(modes[0]) if modes else 'standard input'}")
 
 
 def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -536,12 +584,24 @@ def run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from reviewbot import baseline
 
     known = baseline.read(args.baseline) if args.baseline else None
+    trace = None
+    if args.trace:
+        from reviewbot.trace.attach import load
+
+        trace = load(args.trace)  # a bad trace is exit 2 before anything is checked
     progress = _Progress(err)
     engine = prepared.engine(args.jobs, progress)
     try:
         result = engine.run(files, prepared.run_context(), cwd)
     finally:
         progress.close()
+    if trace is not None:
+        from reviewbot.trace.attach import Project, attach
+
+        project = Project(packs, prepared.project_root, prepared.project_files,
+                          prepared.index_cache)
+        result.findings = attach(result.findings, trace, files, cwd, config, project, err,
+                                 args.quiet)
 
     if args.add_noqa:
         return _add_noqa(prepared, result.findings, err)
@@ -1023,7 +1083,7 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     settings = Settings(args.filter_mode, args.fail_level, reporter, args.max_comments,
                         args.docstring_threshold, tuple(args.paths), args.config,
                         args.config_from, args.baseline, args.level, args.tool_name,
-                        overrides)
+                        overrides, args.trace)
     return run_review(settings, out, err)
 
 
@@ -1224,6 +1284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_explain(args, sys.stdout)
         if args.command == "server":
             return run_server()
+        if args.command == "trace":
+            from reviewbot.trace.run import run_trace
+
+            return run_trace(args, sys.stderr)
     except ReviewbotError as exc:
         sys.stderr.write(f"reviewbot: error: {printable(str(exc))}\n")
         return EXIT_ERROR

@@ -14,6 +14,7 @@ from reviewbot.rules.rb104_implicit_sync import ImplicitSync
 from reviewbot.rules.rb105_explicit_sync import ExplicitSync
 from reviewbot.rules.rb106_unsynchronised_async_copy import UnsynchronisedAsyncCopy
 from reviewbot.rules.rb107_blocking_copy_to_device import BlockingCopyToDevice
+from reviewbot.rules.rb108_runtime_sync import RuntimeSync
 from reviewbot.rules.rb201_buffer_bound_mismatch import BufferBoundMismatch
 from reviewbot.rules.rb202_pinned_alloc_in_hot_path import PinnedAllocInHotPath
 from reviewbot.rules.rb203_unguarded_pin_memory import UnguardedPinMemory
@@ -31,6 +32,7 @@ RULES: tuple[type[Rule], ...] = (
     ExplicitSync,
     UnsynchronisedAsyncCopy,
     BlockingCopyToDevice,
+    RuntimeSync,
     BufferBoundMismatch,
     PinnedAllocInHotPath,
     UnguardedPinMemory,

@@ -54,6 +54,8 @@ class Valid:
     code: str
     options: Mapping[str, Any] = field(default_factory=dict)
     path: str = "example.py"
+    # Entries of a `reviewbot trace` document to check the source against (RB108).
+    trace: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class Invalid:
     message_contains: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     path: str = "example.py"
+    # Entries of a `reviewbot trace` document to check the source against (RB108).
+    trace: tuple[Mapping[str, Any], ...] | None = None
 
 
 class Rule:

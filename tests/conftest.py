@@ -56,10 +56,13 @@ def run_cli(monkeypatch: pytest.MonkeyPatch):
 
 def check_source(tmp_path: Path, source: str, rule: type[Rule],
                  options: Mapping[str, Any] = {}, path: str = "example.py",
-                 jobs: int = 1) -> list[Finding]:
+                 jobs: int = 1, trace: Sequence[Mapping[str, Any]] | None = None
+                 ) -> list[Finding]:
     """Check one file of ``source`` with only ``rule`` (and its options) enabled.
 
-    ``rule`` may be a test's own rule outside the registry.
+    ``rule`` may be a test's own rule outside the registry. With ``trace`` (entries of a
+    ``reviewbot trace`` document), the findings are checked against it as ``check
+    --trace`` does.
     """
     file = tmp_path / path
     file.parent.mkdir(parents=True, exist_ok=True)
@@ -71,6 +74,13 @@ def check_source(tmp_path: Path, source: str, rule: type[Rule],
     config = build_config(table, None, "", tmp_path, Overrides())
     config = dataclasses.replace(config, enabled=config.enabled | {rule.code})
     rules = registry.RULES if registered else (*registry.RULES, rule)
-    engine = Engine(config, load_packs(config.rule_packs, config.root, None), jobs=jobs,
-                    rules=rules)
-    return engine.run([file], RunContext(str(tmp_path)), tmp_path).findings
+    packs = load_packs(config.rule_packs, config.root, None)
+    engine = Engine(config, packs, jobs=jobs, rules=rules)
+    findings = engine.run([file], RunContext(str(tmp_path)), tmp_path).findings
+    if trace is None:
+        return findings
+    from reviewbot.trace.attach import Project, attach, parse
+
+    (tmp_path / "pyproject.toml").touch()  # the project root the trace's paths start from
+    document = {"tool": "reviewbot trace", "schema_version": 1, "syncs": list(trace)}
+    return attach(findings, parse(document), [file], tmp_path, config, Project(packs))

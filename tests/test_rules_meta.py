@@ -67,7 +67,8 @@ def _examples(kind: str):
 
 @pytest.mark.parametrize("rule,example", list(_examples("VALID")))
 def test_valid_examples_are_not_reported(tmp_path, rule, example):
-    findings = check_source(tmp_path, example.code, rule, example.options, example.path)
+    findings = check_source(tmp_path, example.code, rule, example.options, example.path,
+                            trace=example.trace)
     assert [f for f in findings if f.code == rule.code] == []
     assert [f for f in findings if f.code.startswith("RB0")] == []
 
@@ -75,7 +76,8 @@ def test_valid_examples_are_not_reported(tmp_path, rule, example):
 @pytest.mark.parametrize("rule,example", list(_examples("INVALID")))
 def test_invalid_examples_are_reported(tmp_path, rule, example):
     findings = [f for f in check_source(tmp_path, example.code, rule, example.options,
-                                        example.path) if f.code == rule.code]
+                                        example.path, trace=example.trace)
+                if f.code == rule.code]
     assert findings, f"{rule.code} did not report:\n{example.code}"
     if example.line is not None:
         assert findings[0].line == example.line

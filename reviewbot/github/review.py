@@ -55,6 +55,9 @@ class Settings:
     level: str | None = None  # info | warning | error for every finding (None: severity)
     tool_name: str = "reviewbot"  # the check run's name and the summary's heading
     overrides: Any = None  # a reviewbot.config.Overrides from the command line
+    # A trace written by `reviewbot trace`: confirmed findings say so, and syncs the run saw
+    # that no rule reported are RB108 findings (as `reviewbot check --trace`).
+    trace: str | None = None
 
 
 @dataclass
@@ -248,6 +251,11 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
     from reviewbot.engine import Engine
     from reviewbot.packs import load_packs, with_packs
 
+    trace = None
+    if settings.trace:
+        from reviewbot.trace.attach import load
+
+        trace = load(str(cwd / settings.trace))
     files = [cwd / c.path for c in changed.files.values() if _python(c, cwd)]
     if base is not None:
         config, packs = base.config, base.packs
@@ -282,6 +290,12 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
                         index_cache=IndexCache(results.folder if results is not None else None))
         result = engine.run(in_scope, RunContext("."), cwd)
         findings = result.findings
+        if trace is not None:
+            from reviewbot.trace.attach import Project, attach
+
+            findings = attach(findings, trace, in_scope, cwd, config,
+                              Project(packs, index_root, project_files, engine.index_cache),
+                              sys.stderr)
         if known is not None:
             from reviewbot.baseline import apply
             from reviewbot.reporters.sources import Sources

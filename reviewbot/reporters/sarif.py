@@ -16,6 +16,8 @@
   identity when lines are added above it. It has a name of its own: upload-sarif adds its
   ``primaryLocationLineHash`` beside it, and warns about every result whose
   ``primaryLocationLineHash`` differs from the one it computes.
+- A finding that a trace confirmed (``check --trace``), and RB108's findings, carry what
+  the run saw in ``properties.runtime`` (count, wait, kinds, stack).
 - Messages are plain text with ``[``, ``]`` and ``\\`` escaped, so text from a checked file
   cannot become one of SARIF's embedded links.
 """
@@ -113,6 +115,9 @@ def _result(f: Finding, index: int, artifacts: _Artifacts) -> tuple[dict[str, An
         "level": _level(f.severity),
         "message": {"text": plain_text(f.message)},
     }
+    runtime = dict(f.details).get("runtime")
+    if runtime is not None:  # what a `reviewbot trace` run saw at this place
+        result["properties"] = {"runtime": runtime}
     shown = f.location()
     if shown is not None:  # about the whole run: at its location, the whole line
         artifact, relative, absolute = artifacts.locate(shown[0])
