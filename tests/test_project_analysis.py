@@ -754,3 +754,36 @@ def test_a_forward_dispatched_through_a_returned_bound_method(tmp_path, run_cli)
     })
     found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
     assert found == [("k/norm.py", 7)]
+
+
+def test_a_tensor_returned_by_an_imported_function(tmp_path, run_cli):
+    # `from pkg.layout import local_lens as lens_of`: the project annotates it `-> Tensor`,
+    # so under devices.default: cuda its result is taken to be on the GPU, through a method.
+    root = write_project(tmp_path, {
+        "p/__init__.py": "",
+        "p/layout.py": """
+            import torch
+
+            def local_lens(lens: torch.Tensor, size: int) -> torch.Tensor:
+                return lens // size
+
+            def host_lens(lens, size):
+                return lens
+        """,
+        "p/backend.py": """
+            import torch
+            import sglang
+            from p.layout import local_lens as lens_of, host_lens
+
+            class TritonAttnBackend:
+                def _lens(self, lens):
+                    return lens_of(lens, 2)
+
+                def init_forward_metadata(self, batch):
+                    lens = self._lens(batch.x)
+                    other = host_lens(batch.x, 2)
+                    return int(lens.sum().item()), int(other.sum().item())
+        """,
+    })
+    found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
+    assert found == [("p/backend.py", 13, "RB102")]

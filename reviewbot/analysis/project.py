@@ -903,6 +903,8 @@ class HotFacts:
     names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
     kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
     moved_to_host: frozenset[str] = frozenset()  # fields set to a host copy somewhere
+    # rel -> local names of the tensor-returning project functions the file imports
+    imported_returns: dict[str, frozenset[str]] = field(default_factory=dict)
     # rel -> function -> tensor parameters some caller fills with a host value
     host_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
@@ -918,7 +920,8 @@ class HotFacts:
         classes it imports or defines, by the name the file knows them by."""
         names = self.names.get(rel, frozenset())
         out: dict[str, Any] = {"fields": sorted(names & self.tensor_fields),
-                               "returns": sorted(names & self.tensor_returns)}
+                               "returns": sorted(names & self.tensor_returns
+                                                 | self.imported_returns.get(rel, frozenset()))}
         classes = self.linker.fields_seen_from(rel) if self.linker is not None else {}
         if classes:
             out["classes"] = classes
@@ -1282,6 +1285,17 @@ class Linker:
             if not summary:
                 continue
             facts.names[entry.rel] = frozenset(summary.get("names", ()))
+            # Functions imported by name (`from pkg.layout import get_lens`) that the project
+            # annotates `-> torch.Tensor`: known to the file by its local name.
+            imported = set()
+            for local, qual in summary["imports"].items():
+                found = self.resolve_function(qual) if "." in qual else None
+                if found is not None:
+                    target, name = self.functions[found]
+                    if target.summary["functions"][name].get("returns") == "tensor":
+                        imported.add(local)
+            if imported:
+                facts.imported_returns[entry.rel] = frozenset(imported)
             kept.update(summary.get("kept_on_cpu", ()))
             moved.update(summary.get("moved_to_host", ()))
             for info in summary["classes"].values():
