@@ -787,3 +787,47 @@ def test_a_tensor_returned_by_an_imported_function(tmp_path, run_cli):
     })
     found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
     assert found == [("p/backend.py", 13, "RB102")]
+
+
+def test_an_attribute_made_by_a_factory_annotated_with_its_class(tmp_path, run_cli):
+    # `self.dispatcher = create_dispatcher()` (annotated `-> BaseDispatcher`): its calls
+    # reach every implementation, and their `self._impl = _Impl()` (a private class).
+    root = write_project(tmp_path, {
+        "e/__init__.py": "",
+        "e/dispatch.py": """
+            import torch
+
+            class BaseDispatcher:
+                def dispatch(self, x):
+                    raise NotImplementedError
+
+            class _Impl:
+                def run(self, x: torch.Tensor):
+                    return x.sum().item()
+
+            class FastDispatcher(BaseDispatcher):
+                def __init__(self):
+                    self._impl = _Impl()
+
+                def dispatch(self, x):
+                    return self._impl.run(x)
+
+            def create_dispatcher() -> BaseDispatcher:
+                return FastDispatcher()
+        """,
+        "e/layer.py": """
+            import torch
+            import sglang
+            from e.dispatch import create_dispatcher
+
+            class MoE(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.dispatcher = create_dispatcher()
+
+                def forward(self, x):
+                    return self.dispatcher.dispatch(x)
+        """,
+    })
+    found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("e/dispatch.py", 10)]

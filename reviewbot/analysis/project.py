@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 11
+SUMMARY_VERSION = 13
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -286,7 +286,7 @@ class _Summariser:
                     return self._type_of(side)
             return None
         dotted = _dotted(annotation)
-        if dotted is None or not dotted.rsplit(".", 1)[-1][:1].isupper():
+        if dotted is None or not dotted.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
             return None
         return self.qualify(dotted)
 
@@ -329,12 +329,17 @@ class _Summariser:
             if not dotted:
                 return None
             last = dotted.rsplit(".", 1)[-1]
-            if last[:1].isupper():
+            if last.lstrip("_")[:1].isupper():
                 return self.qualify(dotted)
             owner, _, method = dotted.rpartition(".")
-            if owner and owner.rsplit(".", 1)[-1][:1].isupper() and (
+            if owner and owner.rsplit(".", 1)[-1].lstrip("_")[:1].isupper() and (
                     method in _FACTORY_METHODS or method.startswith(("from_", "create_"))):
                 return self.qualify(owner)
+            if last.lstrip("_")[:1].islower() and dotted.split(".", 1)[0] not in ("self", "cls"):
+                # `create_dispatcher(...)`: the class its return annotation names (the
+                # link resolves the "()" reference).
+                qual = self.qualify(dotted)
+                return "()" + qual if qual else None
         return None
 
     def _index(self, body: list[ast.stmt], cls: dict[str, Any] | None, prefix: str) -> None:
@@ -479,6 +484,10 @@ class _Summariser:
         returns = self.value_kind(node.returns)
         if returns:
             out["returns"] = returns
+        elif node.returns is not None:
+            made = self._type_of(node.returns)  # `-> BaseDispatcher`: what a factory makes
+            if made:
+                out["returns_class"] = made
         return out
 
     def _note_types(self, stmt: ast.Assign | ast.AnnAssign, types: dict[str, str],
@@ -1010,7 +1019,16 @@ class Linker:
         return None
 
     def resolve_class(self, qual: str) -> str | None:
-        """The qualified name of a class defined in the project, or None."""
+        """The qualified name of a class defined in the project, or None; ``()mod.f``: the
+        class that the project function ``mod.f`` is annotated to return."""
+        if qual.startswith("()"):
+            found = self.resolve_function(qual[2:])
+            if found is None:
+                return None
+            entry, local = self.functions[found]
+            made = entry.summary["functions"][local].get("returns_class")
+            return self._follow(made, self.classes) if isinstance(made, str) and made and \
+                not made.startswith("()") else None
         return self._follow(qual, self.classes) if qual else None
 
     def resolve_function(self, qual: str) -> str | None:
@@ -1106,7 +1124,7 @@ class Linker:
             return {}
         out: dict[str, dict[str, str]] = {}
         for target in set(entry.summary["imports"].values()):
-            if not target.rpartition(".")[2][:1].isupper():
+            if not target.rpartition(".")[2].lstrip("_")[:1].isupper():
                 continue  # classes are named in CapWords; the rest need no lookup
             cls = self.resolve_class(target)
             if cls:
