@@ -831,3 +831,21 @@ def test_an_attribute_made_by_a_factory_annotated_with_its_class(tmp_path, run_c
     })
     found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
     assert found == [("e/dispatch.py", 10)]
+
+
+def test_a_logging_level_guard_is_off_the_per_step_path(tmp_path, run_cli):
+    root = write_project(tmp_path, {"r/__init__.py": "", "r/runner.py": """
+        import torch
+        import vllm
+
+        _KERNEL_LOG_LEVEL = 0
+
+        class ModelRunner:
+            def execute_model(self, x: torch.Tensor):
+                if _KERNEL_LOG_LEVEL >= 5:
+                    print(x.sum().item())
+                if self.enable_logging:
+                    print(x.max().item())
+                return x.min().item()
+    """})
+    assert [f["line"] for f in sync_findings(run_cli, root)] == [13]

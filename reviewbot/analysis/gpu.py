@@ -495,7 +495,7 @@ def _short(expr: ast.expr) -> str:
 _DEBUG_WORDS = frozenset({"debug", "trace", "tracing", "validate", "asserts", "sanity",
                           "stats", "timing", "time", "timed", "profile", "profiling",
                           "profiler", "verbose", "envs", "environ", "getenv", "env",
-                          "diagnostics", "diagnostic"})
+                          "diagnostics", "diagnostic", "log", "logging", "loglevel"})
 _CAPTURE_WORDS = frozenset({"capture", "capturing"})
 _OTHER_PLATFORMS = frozenset({"npu", "xpu", "hpu", "tpu", "hip", "rocm", "neuron", "mlu",
                               "musa", "mps", "gaudi", "ascend", "cpu"})

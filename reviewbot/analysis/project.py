@@ -38,7 +38,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 13
+SUMMARY_VERSION = 14
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
