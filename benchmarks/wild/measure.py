@@ -21,11 +21,9 @@ runs both). Usage: ``python benchmarks/wild/measure.py [--iterations N] [-o FILE
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -33,17 +31,12 @@ from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
 PENDING_MS = (20.0, 3.0)
-WORKER_DELAY_S = 0.002
 
 
 def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise SystemExit(f"measure: cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    from reviewbot.verify.worker import _load as load
+
+    return load(name, path)
 
 
 def _p90(values: list[float]) -> float:
@@ -81,35 +74,22 @@ def sync_lines(torch: Any, step: Callable[[], Any], root: Path) -> list[str]:
 
 def stall(torch: Any, bench: Any, step: Callable[[], Any], pending_ms: float,
           iterations: int) -> dict[str, Any]:
-    """Host wait of the step and the worker's enqueue latency, behind pending work."""
+    """Host wait of the step and the worker's enqueue latency, behind pending work (the
+    verify harness's iteration, with the step in place of the readback)."""
     waits: list[float] = []
     enqueues: list[float] = []
-    for index in range(iterations + 1):
-        torch.cuda.synchronize()
-        go = threading.Event()
-        latency: list[float] = []
 
-        def worker() -> None:
-            go.wait()
-            time.sleep(WORKER_DELAY_S)
-            with torch.cuda.stream(bench.stream):
-                start = time.perf_counter()
-                bench.dst.copy_(bench.src, non_blocking=True)
-                latency.append((time.perf_counter() - start) * 1e6)
-            bench.stream.synchronize()
-
-        thread = threading.Thread(target=worker)
-        thread.start()
-        bench.pending(pending_ms)
-        go.set()
+    def timed(_queued: Any) -> None:
         start = time.perf_counter()
         step()
-        wait = (time.perf_counter() - start) * 1e6
-        thread.join()
-        torch.cuda.synchronize()
+        waits.append((time.perf_counter() - start) * 1e6)
+
+    for index in range(iterations + 1):
+        latency, _ = bench.once(timed, pending_ms)
         if index:  # the first run is a warm-up
-            waits.append(wait)
-            enqueues.append(latency[0])
+            enqueues.append(latency)
+        else:
+            waits.clear()
     return {"pending_ms": pending_ms, "iterations": iterations,
             "host_wait": _summary(waits), "worker_enqueue": _summary(enqueues)}
 
