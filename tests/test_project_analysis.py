@@ -849,3 +849,38 @@ def test_a_logging_level_guard_is_off_the_per_step_path(tmp_path, run_cli):
                 return x.min().item()
     """})
     assert [f["line"] for f in sync_findings(run_cli, root)] == [13]
+
+
+def test_a_mixin_method_is_an_entry_point_of_the_class_that_inherits_it(tmp_path, run_cli):
+    # The pack names `*Scheduler.event_loop_*`; the event loop is written in a mixin that
+    # Scheduler inherits. A subclass that overrides it is judged by its own method.
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/mixin.py": """
+            import torch
+
+            class DecodeMixin:
+                def event_loop_decode(self):
+                    flags = torch.ones(4, device="cuda")
+                    return flags.sum().item()
+        """,
+        "s/scheduler.py": """
+            import sglang
+            from s.mixin import DecodeMixin
+
+            class Scheduler(DecodeMixin):
+                pass
+
+            class Helper(DecodeMixin):
+                pass
+        """,
+    })
+    found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("s/mixin.py", 7)]
+    assert "Scheduler.event_loop_decode (inherited DecodeMixin.event_loop_decode)" in \
+        sync_findings(run_cli, root)[0]["message"]
+    # Without a subclass the pack names, the mixin's loop is not an entry point.
+    (root / "s" / "scheduler.py").write_text("import sglang\nfrom s.mixin import DecodeMixin\n"
+                                              "class Helper(DecodeMixin):\n    pass\n",
+                                              encoding="utf-8")
+    assert sync_findings(run_cli, root) == []

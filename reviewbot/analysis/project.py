@@ -1224,6 +1224,23 @@ class Linker:
                 return []
         return list(candidates)
 
+    def _inherited_as_entry(self, owner: str, name: str) -> str | None:
+        """``Scheduler.event_loop_x`` for a mixin's ``event_loop_x`` that the class
+        ``Scheduler`` inherits without overriding, when the packs name that as an entry
+        point (subclasses to any depth, bounded)."""
+        patterns = self.packs.hot_path_entry_points
+        queue, seen = deque(self.subclasses.get(owner, ())), set()
+        while queue and len(seen) < 256:
+            sub = queue.popleft()
+            if sub in seen or f"{sub}.{name}" in self.functions:
+                continue  # overridden: the subclass's own method is judged on its own
+            seen.add(sub)
+            spelled = f"{sub.rpartition('.')[2]}.{name}"
+            if self.matches(spelled, patterns):
+                return spelled
+            queue.extend(self.subclasses.get(sub, ()))
+        return None
+
     def overrides(self, qual: str) -> list[str]:
         """The same method in the subclasses of its class (any depth, bounded)."""
         cls = self.owner(qual)
@@ -1256,6 +1273,9 @@ class Linker:
             return local
         owner = self.owner(qual)
         name = local.rpartition(".")[2]
+        inherited = self._inherited_as_entry(owner, name) if owner else None
+        if inherited:
+            return f"{inherited} (inherited {local})"
         if owner and name in self.packs.module_entry_points and self.is_module_class(owner):
             return local
         loop_patterns = self.packs.loop_callees
