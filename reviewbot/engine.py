@@ -143,9 +143,8 @@ class Checker:
             job.phase == ALL_RULES or (job.phase == PROJECT_RULES) == r.project_facts)]
         if not self.use_triggers:
             return rules
-        return [r for r in rules if r.applies_to(text, settings.get(r.code, {}), self.packs)
-                or (job.linked_hot and r.project_facts and r.applies_to_linked(
-                    text, settings.get(r.code, {}), self.packs))]
+        return [r for r in rules if _admits(r, text, settings.get(r.code, {}), self.packs,
+                                            bool(job.linked_hot))]
 
     def _gate(self, text: str, ignored: set[str], config: int = 0) -> tuple[bool, bool]:
         """Whether the project rules can apply to this text (see ``FileResult.gate``)."""
@@ -153,8 +152,8 @@ class Checker:
             return True, True
         settings = self.configs[config].settings
         rules = [r for r in self._of(config)[0] if r.project_facts and r.code not in ignored]
-        own = any(r.applies_to(text, settings.get(r.code, {}), self.packs) for r in rules)
-        linked = own or any(r.applies_to_linked(text, settings.get(r.code, {}), self.packs)
+        own = any(_admits(r, text, settings.get(r.code, {}), self.packs, False) for r in rules)
+        linked = own or any(_admits(r, text, settings.get(r.code, {}), self.packs, True)
                             for r in rules)
         return own, linked
 
@@ -276,7 +275,11 @@ class Checker:
         instances = []
         settings = self.config.settings if settings is None else settings
         for rule_cls in rules:
-            rule = rule_cls(settings.get(rule_cls.code, {}), ctx)
+            try:
+                rule = rule_cls(settings.get(rule_cls.code, {}), ctx)
+            except Exception as exc:  # a project's rule may fail to start
+                _crash(ctx, rule_cls, exc, "while starting")
+                continue
             rule.metadata = metadata
             instances.append(rule)
         from reviewbot.cst_dispatch import BatchedVisitor
@@ -288,6 +291,16 @@ class Checker:
         except RecursionError as exc:
             for rule in instances:
                 _crash(ctx, type(rule), exc, "while walking the tree")
+
+
+def _admits(rule: type[Rule], text: str, settings: Any, packs: Any, linked: bool) -> bool:
+    """Whether a rule's gate admits the file (a gate that raises admits it: the rule then
+    reports its own failure as RB002)."""
+    try:
+        return rule.applies_to(text, settings, packs) or (
+            linked and rule.project_facts and rule.applies_to_linked(text, settings, packs))
+    except Exception:
+        return True
 
 
 def _with_a_hot_candidate(ctx: FileContext, rules: list[type[CstRule]]) -> list[type[CstRule]]:
