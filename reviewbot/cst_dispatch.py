@@ -13,8 +13,12 @@ class BatchedVisitor(libcst.CSTVisitor):
     """Runs many rules in one walk of the tree; a rule that raises is dropped for the file."""
 
     def __init__(self, rules: list[CstRule], on_crash: Callable[[CstRule, Exception], None],
-                 walking: list[Any] | None = None):
+                 walking: list[Any] | None = None,
+                 cold: Callable[[Any], bool] | None = None):
         self.on_crash = on_crash
+        # Whether a function's body can be skipped (every rule reports only in hot code,
+        # and neither it nor a function around it is hot); its visit and leave still run.
+        self.cold = cold
         # The functions the walk is inside, outermost first (the providers compute spans
         # from the innermost one).
         self.walking = walking if walking is not None else []
@@ -43,6 +47,8 @@ class BatchedVisitor(libcst.CSTVisitor):
     def on_visit(self, node: Any) -> bool:
         if type(node) is libcst.FunctionDef:
             self.walking.append(node)
+            self._call(self.visits, "FunctionDef", node)
+            return self.cold is None or not self.cold(node)
         self._call(self.visits, type(node).__name__, node)
         return True
 

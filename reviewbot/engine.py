@@ -284,8 +284,18 @@ class Checker:
             instances.append(rule)
         from reviewbot.cst_dispatch import BatchedVisitor
 
+        facts = wrapper.facts
+        cold = None
+        if instances and all(type(rule).HOT_ONLY for rule in instances):
+            def cold(node: Any) -> bool:
+                try:
+                    hot = facts.hot_chain(node) is not None or any(
+                        facts.hot_chain(f) is not None for f in facts.walking[:-1])
+                except Exception:  # the rules report the analysis's failure as they read it
+                    return False
+                return not hot
         visitor = BatchedVisitor(instances, lambda rule, exc: _crash(ctx, type(rule), exc),
-                                 wrapper.facts.walking)
+                                 facts.walking, cold)
         try:
             wrapper.module.visit(visitor)
         except RecursionError as exc:

@@ -361,3 +361,25 @@ def test_the_gate_check_can_fail():
     assert not gate_admits(rule, Invalid(RUNNER.replace("numpy", "tolist")))
     assert not gate_admits(rule, Invalid(COLD_CANDIDATE))
     assert gate_admits(rule, Invalid(COLD_CANDIDATE.replace("return x\n", "return x.numpy()\n")))
+
+
+class EveryNumpyCall(CstRule):
+    """Reports every `.numpy()` call it is shown."""
+
+    code = "TST2"
+    name = "test-every-numpy-call"
+    summary = "A test rule"
+    CANDIDATES = ("numpy",)
+    HOT_ONLY = True
+
+    def visit_Call(self, node):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "numpy":
+            self.report(node, "seen")
+
+
+def test_a_hot_only_walk_skips_cold_bodies_but_not_closures_of_hot_functions(tmp_path):
+    source = ("import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
+              "        def inner():\n            return x.numpy()\n"
+              "        return inner(), x.numpy()\n"
+              "    def load(self):\n        return torch.zeros(1).numpy()\n")
+    assert [f.line for f in check_source(tmp_path, source, EveryNumpyCall)] == [5, 6]
