@@ -291,6 +291,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE",
                         help="configuration file (pyproject.toml or .reviewbot.yml); default: "
                              "the nearest one above the first path")
+    parser.add_argument("--isolated", action="store_true",
+                        help="read no configuration file (the defaults and the command line "
+                             "only), so import none of the project's rule-modules")
     parser.add_argument("--option", type=_option, action="append", default=[],
                         metavar="CODE.KEY=VALUE",
                         help="set a rule option, e.g. RB301.threshold=80")
@@ -442,7 +445,8 @@ def _prepare(args: argparse.Namespace, cwd: Path | None = None) -> _Run:
     """Read the configuration and the packs, and find the files (exit 2 on bad input),
     as a run in ``cwd`` (default: the working directory) would."""
     from reviewbot.cache import CACHE_DIR_NAME, ResultCache
-    from reviewbot.config import Configs, Overrides, common_folder, load_config
+    from reviewbot.config import Configs, Overrides, build_config, common_folder, load_config
+    from reviewbot.project_rules import project_code_allowed
     from reviewbot.analysis.project import engine_pack_names, project_index_files
     from reviewbot.discovery import allowed_roots, discover, project_root, source_root
     from reviewbot.packs import load_packs
@@ -456,6 +460,7 @@ def _prepare(args: argparse.Namespace, cwd: Path | None = None) -> _Run:
         if not os.path.lexists(cwd / raw):
             raise ReviewbotError(f"{printable(raw)}: no such file or directory")
     include_unknown = getattr(args, "include_unknown", False)
+    isolated = getattr(args, "isolated", False)
     overrides = Overrides(
         select=tuple(c for group in args.select for c in group) if args.select else None,
         extend_select=tuple(c for group in args.extend_select for c in group),
@@ -465,14 +470,20 @@ def _prepare(args: argparse.Namespace, cwd: Path | None = None) -> _Run:
         options=tuple(args.option) + tuple(
             (rule.code, "include-unknown", True) for rule in _rules_with("include-unknown")
             if include_unknown),
+        project_code=project_code_allowed() and not isolated,
     )
     config_file = Path(args.config) if args.config else None
+    if isolated and config_file is not None:
+        raise ReviewbotError("--isolated reads no configuration file: drop --config or it")
     if config_file is not None and not config_file.is_file():
         raise ReviewbotError(f"{args.config}: configuration file not found")
-    config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
+    if isolated:
+        config = build_config({}, None, "", cwd.resolve(), overrides)
+    else:
+        config = load_config([Path(p) for p in paths], config_file, overrides, cwd)
     _warn_target_version(config)
     files = [] if stdin else discover(paths, config, force_exclude=args.force_exclude, cwd=cwd)
-    configs = Configs(config, overrides, explicit=config_file is not None,
+    configs = Configs(config, overrides, explicit=config_file is not None or isolated,
                       top=common_folder([Path(p) for p in paths], cwd))
     # Every file's own configuration is read (and validated) before anything is checked.
     for path in files:
@@ -1213,7 +1224,8 @@ def run_rules(args: argparse.Namespace, out: TextIO) -> int:
             out.write("\n")
         else:
             out.write(f"# {rule.name} ({rule.code})\n\n")
-            out.write(f"Fix safety: {rule.fix_safety}. "
+            out.write(f"Kind: {rule.kind} ({_KIND_WORDS.get(rule.kind, rule.kind)}). "
+                      f"Fix safety: {rule.fix_safety}. "
                       f"{'On' if rule.default_enabled or rule.internal else 'Off'} by default.\n\n")
             out.write(rule.docs() + "\n")
         return EXIT_CLEAN
@@ -1223,21 +1235,33 @@ def run_rules(args: argparse.Namespace, out: TextIO) -> int:
     elif args.output_format == "markdown":
         out.write(rules_markdown())
     else:
+        code_width = max(len(r.code) for r in registry.RULES)
         width = max(len(r.name) for r in registry.RULES)
-        # As wide as the longest fix safety ("sometimes"), so every summary starts together.
+        # As wide as the longest kind and fix safety ("sometimes"), so every summary starts
+        # together.
+        kind_width = max(len(r.kind) for r in registry.RULES)
         fix_width = max(len(r.fix_safety) for r in registry.RULES)
         for r in registry.RULES:
             state = "" if r.default_enabled or r.internal else "  (off by default)"
-            out.write(f"{r.code}  {r.name.ljust(width)}  fix: {r.fix_safety.ljust(fix_width)}  "
+            out.write(f"{r.code.ljust(code_width)}  {r.name.ljust(width)}  "
+                      f"kind: {r.kind.ljust(kind_width)}  fix: {r.fix_safety.ljust(fix_width)}  "
                       f"{r.summary}{state}\n")
     return EXIT_CLEAN
+
+
+_KIND_WORDS = {
+    "internal": "reported by the engine itself",
+    "analysis": "filters the sites that the ast device and buffer analysis records",
+    "ast": "reads CPython's ast of the file",
+    "cst": "a LibCST visitor reading the analysis's facts as metadata",
+}
 
 
 def _rule_json(rule: Any) -> dict[str, Any]:
     return {
         "code": rule.code, "name": rule.name, "summary": rule.summary,
         "severity": rule.severity, "default_enabled": rule.default_enabled or rule.internal,
-        "fix_safety": rule.fix_safety,
+        "fix_safety": rule.fix_safety, "kind": rule.kind,
         "options": [{"name": o.name, "default": o.default, "help": o.help} for o in rule.options],
         "docs": rule.docs(),
     }
@@ -1249,11 +1273,13 @@ def rules_markdown() -> str:
 
     parts = ["# reviewbot rules\n",
              "Generated by `reviewbot rules --output-format markdown`; do not edit.\n",
-             "| code | name | summary | fix | default |", "| --- | --- | --- | --- | --- |"]
+             "Kinds: " + "; ".join(f"`{k}`: {w}" for k, w in _KIND_WORDS.items()) + ".\n",
+             "| code | name | summary | kind | fix | default |",
+             "| --- | --- | --- | --- | --- | --- |"]
     for r in registry.RULES:
         on = "on" if r.default_enabled or r.internal else "off"
         parts.append(f"| {r.code} | [{r.name}](#{r.code.lower()}-{r.name}) | {r.summary} | "
-                     f"{r.fix_safety} | {on} |")
+                     f"{r.kind} | {r.fix_safety} | {on} |")
     for r in registry.RULES:
         body = r.docs().split("\n", 1)
         parts.append(f"\n## {r.code} {r.name}\n\n{body[0]}\n")

@@ -56,6 +56,7 @@ _KEYS: dict[str, str] = {
     "rules": "a table of rule code -> table of options",
     "max-file-size": "a size in bytes, or a string such as \"4MiB\"",
     "target-version": "a Python version such as \"py310\" (py38 to py314)",
+    "rule-modules": "a list of dotted module names holding the project's own CstRules",
 }
 # The values of target-version, oldest first.
 TARGET_VERSIONS = tuple(f"py3{minor}" for minor in range(8, 15))
@@ -71,6 +72,9 @@ class Overrides:
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
     options: tuple[tuple[str, str, Any], ...] = ()  # (code, key, value)
+    # Whether `rule-modules` may be imported (off: --isolated, REVIEWBOT_NO_PROJECT_CODE,
+    # and `review`'s configuration from the pull request's checkout).
+    project_code: bool = True
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,10 @@ class Config:
     # The oldest Python the project supports ("py310"); None: not set. The checks do not
     # depend on it: it only says whether this interpreter can parse the project's syntax.
     target_version: str | None = None
+    # The project's own rule modules as configured, and a digest of their files when they
+    # were loaded ("" when not): part of the cache key.
+    rule_modules: tuple[str, ...] = ()
+    rule_modules_digest: str = ""
 
     def target_tuple(self) -> tuple[int, int] | None:
         """target-version as (3, minor), or None."""
@@ -114,7 +122,8 @@ class Config:
         """A stable text that changes whenever a setting that affects findings changes."""
         return repr((sorted(self.enabled), self.per_file_ignores, self.rule_packs,
                      self.engine_packs, self.default_device,
-                     sorted((c, sorted(s.items(), key=repr)) for c, s in self.settings.items())))
+                     sorted((c, sorted(s.items(), key=repr)) for c, s in self.settings.items()),
+                     self.rule_modules, self.rule_modules_digest))
 
 
 def find_config_file(start: Path) -> Path | None:
@@ -208,8 +217,14 @@ def _string_list(value: Any, source: str, key: str, expected: str) -> tuple[str,
     return tuple(value)
 
 
-def _check_selectors(codes: Iterable[str], source: str, key: str) -> None:
+def _check_selectors(codes: Iterable[str], source: str, key: str,
+                     unloaded: bool = False) -> None:
+    """Every selector selects a rule. ``unloaded``: the project's rule modules are named
+    but not imported (``review``, ``--isolated``): a code outside reviewbot's RB family may
+    be one of theirs, and selects nothing."""
     for code in codes:
+        if unloaded and not code.strip().upper().startswith("RB"):
+            continue
         if not registry.matching(code):
             known = [r.code for r in registry.RULES] + [r.name for r in registry.RULES]
             close = difflib.get_close_matches(code.upper(), [k.upper() for k in known], n=1)
@@ -275,8 +290,14 @@ def resolve_selection(select: Sequence[str] | None, extend_select: Sequence[str]
 
 
 def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root: Path,
-                 overrides: Overrides = Overrides()) -> Config:
-    """Validate a raw table, apply the command line's overrides, and freeze the result."""
+                 overrides: Overrides = Overrides(), *, role: str = "root") -> Config:
+    """Validate a raw table, apply the command line's overrides, and freeze the result.
+
+    ``role``: "root" (the project's configuration, which decides the project's own rules:
+    those of its ``rule-modules`` when ``overrides.project_code`` allows them, else none),
+    "folder" (a folder's own configuration, which may not name rule modules), or "extended"
+    (a file another one extends, only validated).
+    """
     src = source or "<command line>"
     for key in table:
         if key not in _KEYS:
@@ -290,12 +311,18 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
             return None
         return _string_list(table[key], src, prefix + key, _KEYS[key])
 
+    rule_modules, rule_modules_digest = _project_rules(
+        strings("rule-modules") or (), src, prefix + "rule-modules", root, overrides, role)
+
     select = strings("select")
     extend_select = strings("extend-select") or ()
     ignore = strings("ignore") or ()
+    # Named but not imported (a folder's configuration goes by the project root's).
+    unloaded = bool(rule_modules) and not rule_modules_digest if role == "root" \
+        else registry.project_rules_unloaded()
     for key, codes in (("select", select or ()), ("extend-select", extend_select),
                        ("ignore", ignore)):
-        _check_selectors(codes, src, prefix + key)
+        _check_selectors(codes, src, prefix + key, unloaded)
 
     exclude = strings("exclude")
     extend_exclude = strings("extend-exclude") or ()
@@ -336,7 +363,7 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
         for pattern, codes in pfi.items():
             key = f"{prefix}{pfi_key}.{pattern}"
             codes_t = _string_list(codes, src, key, "a list of rule codes or prefixes")
-            _check_selectors(codes_t, src, key)
+            _check_selectors(codes_t, src, key, unloaded)
             _check_patterns([str(pattern)], src, key)
             per_file.append((str(pattern), frozenset(
                 r.code for c in codes_t for r in registry.matching(c))))
@@ -359,6 +386,8 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
     settings: dict[str, dict[str, Any]] = {r.code: r.default_settings() for r in registry.RULES}
     for code, opts in rules_table.items():
         rule = registry.BY_CODE.get(str(code).upper())
+        if rule is None and unloaded and not str(code).upper().startswith("RB"):
+            continue  # the options of a project rule that is not loaded
         if rule is None:
             raise ConfigError(src, f"{prefix}rules.{code}",
                               "unknown rule code; expected a code such as RB301")
@@ -399,7 +428,34 @@ def build_config(table: Mapping[str, Any], source: str | None, prefix: str, root
         default_device=default_device,
         max_file_size=max_file_size,
         target_version=target_version,
+        rule_modules=rule_modules,
+        rule_modules_digest=rule_modules_digest,
     )
+
+
+def _project_rules(names: tuple[str, ...], source: str, key: str, root: Path,
+                   overrides: Overrides, role: str) -> tuple[tuple[str, ...], str]:
+    """Validate the module names and, for a project root's configuration, register their
+    rules (or none, when project code is off); returns the names and their files' digest."""
+    from reviewbot.project_rules import load_rule_modules, module_name_problem
+
+    for name in names:
+        problem = module_name_problem(name)
+        if problem is not None:
+            raise ConfigError(source, key, problem)
+    if role == "extended":
+        return names, ""
+    if role == "folder":
+        if names:
+            raise ConfigError(source, key, "set it in the project root's configuration (a "
+                              "folder's own configuration chooses rules, not their code)")
+        return names, ""
+    if not names or not overrides.project_code:
+        registry.set_project_rules((), unloaded=bool(names))
+        return names, ""
+    rules, digest = load_rule_modules(names, root, source, key)
+    registry.set_project_rules(rules)
+    return names, digest
 
 
 def _size(value: Any, source: str, key: str) -> int:
@@ -446,10 +502,11 @@ def load_config(paths: Sequence[Path], config_file: Path | None,
     return _load_file(config_file, overrides)
 
 
-def _load_file(config_file: Path, overrides: Overrides) -> Config:
+def _load_file(config_file: Path, overrides: Overrides, role: str = "root") -> Config:
     table, prefix = read_config_file(config_file)
     table = with_extends(table, prefix, config_file)
-    return build_config(table, str(config_file), prefix, config_file.resolve().parent, overrides)
+    return build_config(table, str(config_file), prefix, config_file.resolve().parent, overrides,
+                        role=role)
 
 
 # What a file's own configuration decides; everything else (rule packs, devices, engine
@@ -532,7 +589,7 @@ class Configs:
         known = self._by_file.get(resolved)
         if known is not None:
             return known
-        own = _load_file(file, self.overrides)
+        own = _load_file(file, self.overrides, role="folder")
         config = dataclasses.replace(
             self.root, root=own.root, source=own.source, key_prefix=own.key_prefix,
             enabled=own.enabled, per_file_ignores=own.per_file_ignores,
@@ -581,7 +638,7 @@ def with_extends(table: Mapping[str, Any], prefix: str, path: Path,
     base, base_prefix = read_config_file(target)
     base = with_extends(base, base_prefix, target, chain)
     # Each file is checked on its own, so that a mistake is reported where it is written.
-    build_config(base, str(target), base_prefix, resolved.parent)
+    build_config(base, str(target), base_prefix, resolved.parent, role="extended")
     return merge_tables(base, own)
 
 

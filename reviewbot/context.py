@@ -22,7 +22,8 @@ class FileContext:
 
     def __init__(self, path: str, text: str, rel_path: str | None = None,
                  packs: Any = None, linked_hot: dict[str, list[str]] | None = None,
-                 linked_devices: dict[str, list[str]] | None = None) -> None:
+                 linked_devices: dict[str, list[str]] | None = None,
+                 record_labels: bool = False) -> None:
         self.path = path  # as shown to the user
         # POSIX path relative to the configuration's folder, for glob options.
         self.rel_path = rel_path if rel_path is not None else path
@@ -31,6 +32,8 @@ class FileContext:
         # The file's functions that are hot through other modules (the project's link phase).
         self.linked_hot = linked_hot or {}
         self.linked_devices = linked_devices or {}
+        # Keep the analysis's labels by span: a LibCST rule reads device facts (providers).
+        self.record_labels = record_labels
         self.findings: list[Finding] = []
         self.facts: dict[str, Any] = {}
         self.memo: dict[str, Any] = {}  # what rules share within this file (not reported)
@@ -81,7 +84,7 @@ class FileContext:
 
             try:
                 self._gpu = analyze(self.ast_tree, self.packs or PackData(), self.text,
-                                    self.linked_hot, self.linked_devices)
+                                    self.linked_hot, self.linked_devices, self.record_labels)
             except Exception as exc:  # every rule that asks gets the same error, computed once
                 self._gpu = exc
         if isinstance(self._gpu, Exception):
@@ -106,11 +109,12 @@ class FileContext:
         return self._cst
 
     def metadata_wrapper(self) -> Any:
-        """One MetadataWrapper per file, so metadata is resolved once for all rules."""
+        """One MetadataWrapper per file, so metadata is resolved once for all rules; it
+        carries the file's facts for the analysis-backed providers (reviewbot.providers)."""
         if self._wrapper is None:
-            import libcst.metadata
+            from reviewbot.providers import FactsWrapper
 
-            self._wrapper = libcst.metadata.MetadataWrapper(self.cst_module, unsafe_skip_copy=True)
+            self._wrapper = FactsWrapper(self.cst_module, self)
         return self._wrapper
 
     # Reporting --------------------------------------------------------------
@@ -143,10 +147,9 @@ class FileContext:
         )
 
     def report_node(self, rule: "Rule", node: Any, message: str, fix: Any = None) -> None:
-        """Record a finding at a LibCST node's position."""
-        import libcst.metadata
-
-        pos = self.metadata_wrapper().resolve(libcst.metadata.PositionProvider)[node]
+        """Record a finding at a LibCST node's position (computed for the function being
+        walked only, not for the whole tree: see reviewbot.providers.FileFacts.position)."""
+        pos = self.metadata_wrapper().facts.position(node)
         # LibCST columns are 0-based; reports are 1-based.
         self.report(rule, message, pos.start.line, pos.start.column + 1,
                     pos.end.line, pos.end.column + 1, fix)

@@ -12,8 +12,16 @@ from reviewbot.rule import CstRule
 class BatchedVisitor(libcst.CSTVisitor):
     """Runs many rules in one walk of the tree; a rule that raises is dropped for the file."""
 
-    def __init__(self, rules: list[CstRule], on_crash: Callable[[CstRule, Exception], None]):
+    def __init__(self, rules: list[CstRule], on_crash: Callable[[CstRule, Exception], None],
+                 walking: list[Any] | None = None,
+                 cold: Callable[[Any], bool] | None = None):
         self.on_crash = on_crash
+        # Whether a function's body can be skipped (every rule reports only in hot code,
+        # and neither it nor a function around it is hot); its visit and leave still run.
+        self.cold = cold
+        # The functions the walk is inside, outermost first (the providers compute spans
+        # from the innermost one).
+        self.walking = walking if walking is not None else []
         self.visits: dict[str, list[tuple[CstRule, Callable[[Any], Any]]]] = {}
         self.leaves: dict[str, list[tuple[CstRule, Callable[[Any], Any]]]] = {}
         self.crashed: set[int] = set()
@@ -37,11 +45,17 @@ class BatchedVisitor(libcst.CSTVisitor):
 
     # The protocol libcst.CSTNode.visit expects of a visitor.
     def on_visit(self, node: Any) -> bool:
+        if type(node) is libcst.FunctionDef:
+            self.walking.append(node)
+            self._call(self.visits, "FunctionDef", node)
+            return self.cold is None or not self.cold(node)
         self._call(self.visits, type(node).__name__, node)
         return True
 
     def on_leave(self, original_node: Any) -> None:
         self._call(self.leaves, type(original_node).__name__, original_node)
+        if type(original_node) is libcst.FunctionDef:
+            self.walking.pop()
 
     def on_visit_attribute(self, node: Any, attribute: str) -> None:
         self._call(self.visits, f"{type(node).__name__}_{attribute}", node)

@@ -26,6 +26,7 @@ from reviewbot.config import Config
 from reviewbot.context import FileContext, RunContext
 from reviewbot.finding import Finding
 from reviewbot.packs import PackData
+from reviewbot.providers import reads_labels
 from reviewbot.rule import CstRule, Rule
 from reviewbot.rules.rb001_syntax_error import SyntaxErrorRule
 from reviewbot.rules.rb002_rule_crash import RuleCrash
@@ -89,14 +90,15 @@ class Checker:
     configuration its job names among ``configs`` (the first is ``config``, the run's)."""
 
     def __init__(self, config: Config, packs: PackData,
-                 rules: Sequence[type[Rule]] = registry.RULES, use_triggers: bool = True,
+                 rules: Sequence[type[Rule]] | None = None, use_triggers: bool = True,
                  configs: Sequence[Config] = ()) -> None:
         self.use_triggers = use_triggers  # False only to test that the shortcut is exact
         self.config = config
         self.packs = packs
         # A list that grows (reviewbot.config.Configs.all) is read as it grows.
         self.configs: Sequence[Config] = configs or [config]
-        self._all_rules = tuple(rules)
+        # Default: the registry as it is now (with the project's own rules once loaded).
+        self._all_rules = tuple(registry.RULES if rules is None else rules)
         self._by_config: dict[int, tuple[list[type[Rule]], Any]] = {}
         self.rules, self.ignore_specs = self._of(0)
 
@@ -141,9 +143,8 @@ class Checker:
             job.phase == ALL_RULES or (job.phase == PROJECT_RULES) == r.project_facts)]
         if not self.use_triggers:
             return rules
-        return [r for r in rules if r.applies_to(text, settings.get(r.code, {}), self.packs)
-                or (job.linked_hot and r.project_facts and r.applies_to_linked(
-                    text, settings.get(r.code, {}), self.packs))]
+        return [r for r in rules if _admits(r, text, settings.get(r.code, {}), self.packs,
+                                            bool(job.linked_hot))]
 
     def _gate(self, text: str, ignored: set[str], config: int = 0) -> tuple[bool, bool]:
         """Whether the project rules can apply to this text (see ``FileResult.gate``)."""
@@ -151,8 +152,8 @@ class Checker:
             return True, True
         settings = self.configs[config].settings
         rules = [r for r in self._of(config)[0] if r.project_facts and r.code not in ignored]
-        own = any(r.applies_to(text, settings.get(r.code, {}), self.packs) for r in rules)
-        linked = own or any(r.applies_to_linked(text, settings.get(r.code, {}), self.packs)
+        own = any(_admits(r, text, settings.get(r.code, {}), self.packs, False) for r in rules)
+        linked = own or any(_admits(r, text, settings.get(r.code, {}), self.packs, True)
                             for r in rules)
         return own, linked
 
@@ -186,6 +187,8 @@ class Checker:
         rules = self._rules_for(job, source.text, ignored)
         if job.phase == PROJECT_RULES and not rules:
             return result
+        if any(issubclass(r, CstRule) and reads_labels(r.METADATA_DEPENDENCIES) for r in rules):
+            ctx.record_labels = True  # before any rule asks for the analysis
         try:
             if job.module is not None:
                 result.summary = _summary(ctx, job)
@@ -244,8 +247,11 @@ class Checker:
     def _run_cst_rules(self, ctx: FileContext, rules: list[type[CstRule]],
                        settings: Any = None) -> None:
         import libcst
-        import libcst.metadata
 
+        if self.use_triggers:
+            rules = _with_a_hot_candidate(ctx, rules)
+            if not rules:
+                return  # no LibCST parse at all
         try:
             wrapper = ctx.metadata_wrapper()
         except libcst.ParserSyntaxError as exc:
@@ -255,7 +261,9 @@ class Checker:
         except RecursionError:
             ctx.report(SyntaxErrorRule, "Syntax error: too deeply nested to parse", 1, 1)
             return
-        providers = {libcst.metadata.PositionProvider}
+        # Positions are not among them: a finding's span is computed for its function
+        # alone when it is reported (reviewbot.providers.FileFacts.position).
+        providers: set[Any] = set()
         for rule_cls in rules:
             providers.update(rule_cls.METADATA_DEPENDENCIES)
         try:
@@ -267,17 +275,58 @@ class Checker:
         instances = []
         settings = self.config.settings if settings is None else settings
         for rule_cls in rules:
-            rule = rule_cls(settings.get(rule_cls.code, {}), ctx)
+            try:
+                rule = rule_cls(settings.get(rule_cls.code, {}), ctx)
+            except Exception as exc:  # a project's rule may fail to start
+                _crash(ctx, rule_cls, exc, "while starting")
+                continue
             rule.metadata = metadata
             instances.append(rule)
         from reviewbot.cst_dispatch import BatchedVisitor
 
-        visitor = BatchedVisitor(instances, lambda rule, exc: _crash(ctx, type(rule), exc))
+        facts = wrapper.facts
+        cold = None
+        if instances and all(type(rule).HOT_ONLY for rule in instances):
+            def cold(node: Any) -> bool:
+                try:
+                    hot = facts.hot_chain(node) is not None or any(
+                        facts.hot_chain(f) is not None for f in facts.walking[:-1])
+                except Exception:  # the rules report the analysis's failure as they read it
+                    return False
+                return not hot
+        visitor = BatchedVisitor(instances, lambda rule, exc: _crash(ctx, type(rule), exc),
+                                 facts.walking, cold)
         try:
             wrapper.module.visit(visitor)
         except RecursionError as exc:
             for rule in instances:
                 _crash(ctx, type(rule), exc, "while walking the tree")
+
+
+def _admits(rule: type[Rule], text: str, settings: Any, packs: Any, linked: bool) -> bool:
+    """Whether a rule's gate admits the file (a gate that raises admits it: the rule then
+    reports its own failure as RB002)."""
+    try:
+        return rule.applies_to(text, settings, packs) or (
+            linked and rule.project_facts and rule.applies_to_linked(text, settings, packs))
+    except Exception:
+        return True
+
+
+def _with_a_hot_candidate(ctx: FileContext, rules: list[type[CstRule]]) -> list[type[CstRule]]:
+    """The rules that can report in this file: a ``HOT_ONLY`` rule with candidate names
+    needs a hot function whose text holds one (the ast analysis knows the hot functions,
+    far cheaper than a LibCST parse); the others always can."""
+    if not any(r.HOT_ONLY and r.CANDIDATES is not None for r in rules):
+        return rules
+    try:
+        analysis = ctx.gpu
+    except Exception:  # the rules run, and report the analysis's failure as they read it
+        return rules
+    texts = [analysis.functions[q].summary.text for q in analysis.hot
+             if q in analysis.functions]
+    return [r for r in rules if not (r.HOT_ONLY and r.CANDIDATES is not None) or any(
+        word in text for text in texts for word in r.CANDIDATES)]
 
 
 def _summary(ctx: FileContext, job: FileJob) -> Any:
@@ -370,7 +419,7 @@ class Engine:
 
     def __init__(self, config: Config, packs: PackData, *, jobs: int | None = None,
                  cache: ResultCache | None = None,
-                 rules: Sequence[type[Rule]] = registry.RULES,
+                 rules: Sequence[type[Rule]] | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  use_triggers: bool = True, roots: Sequence[Path] = (),
                  project_root: Path | None = None,
@@ -383,7 +432,7 @@ class Engine:
         self.packs = packs
         self.jobs = max(1, jobs or os.cpu_count() or 1)
         self.cache = cache
-        self.rules = tuple(rules)
+        self.rules = tuple(registry.RULES if rules is None else rules)
         self.progress = progress
         self.project_root = project_root
         self.project_files = project_files

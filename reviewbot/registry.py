@@ -1,6 +1,10 @@
-"""The one list of rules. A rule is added here and nowhere else."""
+"""The one list of rules. A built-in rule is added here and nowhere else; a project's own
+rules (``rule-modules``) join them when its configuration is read."""
 
 from __future__ import annotations
+
+import re
+from typing import Sequence
 
 from reviewbot.errors import ReviewbotError
 from reviewbot.rule import Rule
@@ -21,7 +25,7 @@ from reviewbot.rules.rb203_unguarded_pin_memory import UnguardedPinMemory
 from reviewbot.rules.rb301_docstring_coverage import DocstringCoverage
 from reviewbot.rules.rb302_missing_docstring import MissingDocstring
 
-RULES: tuple[type[Rule], ...] = (
+BUILTIN: tuple[type[Rule], ...] = (
     SyntaxErrorRule,
     RuleCrash,
     UnreadableFile,
@@ -40,7 +44,31 @@ RULES: tuple[type[Rule], ...] = (
     MissingDocstring,
 )
 
+RULES: tuple[type[Rule], ...] = BUILTIN  # the built-in rules, then the project's
 BY_CODE: dict[str, type[Rule]] = {rule.code: rule for rule in RULES}
+
+
+_UNLOADED = [False]  # the project names rule modules that this run does not import
+
+
+def set_project_rules(rules: Sequence[type[Rule]], unloaded: bool = False) -> None:
+    """Make ``rules`` (a project's own, validated by reviewbot.project_rules) the rules
+    that follow the built-in ones, replacing any set before. ``unloaded``: the project
+    names rule modules that are not imported (project code is off)."""
+    global RULES, BY_CODE
+    RULES = (*BUILTIN, *rules)
+    BY_CODE = {rule.code: rule for rule in RULES}
+    _UNLOADED[0] = unloaded
+
+
+def project_rules_unloaded() -> bool:
+    """Whether the project's rule modules are named but not imported in this run."""
+    return _UNLOADED[0]
+
+
+def project_rules() -> tuple[type[Rule], ...]:
+    """The project's own rules now registered."""
+    return RULES[len(BUILTIN):]
 
 
 def get_rule(code: str) -> type[Rule]:
@@ -62,4 +90,7 @@ def matching(selector: str) -> list[type[Rule]]:
     exact = [r for r in RULES if r.code == sel or r.name.upper() == sel]
     if exact:
         return exact
-    return [r for r in RULES if r.code.startswith(sel)] if sel.startswith("RB") else []
+    # A prefix is letters, then digits (RB1, ENG): the codes that start with it.
+    if not re.fullmatch(r"[A-Z]+[0-9]*", sel):
+        return []
+    return [r for r in RULES if r.code.startswith(sel)]

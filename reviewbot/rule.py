@@ -95,6 +95,10 @@ class Rule:
     project_facts: ClassVar[bool] = False
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
+    # Which parser the rule reads, as `reviewbot rules` shows it: "cst" (a LibCST visitor),
+    # "ast" (CPython's ast), "analysis" (the sites the ast device analysis records), or
+    # "internal" (reported by the engine itself).
+    kind: ClassVar[str] = "ast"
 
     def __init__(self, settings: Mapping[str, Any], ctx: "FileContext | None" = None) -> None:
         self.settings = settings
@@ -134,16 +138,62 @@ class Rule:
         return inspect.cleandoc(cls.__doc__ or "")
 
 
+class AstRule(Rule):
+    """A rule over CPython's ``ast`` of the file (``ctx.ast_tree``, ``ctx.definitions``,
+    ``ctx.gpu``): it implements :meth:`Rule.check_file`."""
+
+    kind = "ast"
+
+
 class CstRule(Rule):
     """A rule that visits the LibCST tree.
 
     Define ``visit_<Node>`` / ``leave_<Node>`` methods as on a
     ``libcst.BatchableCSTVisitor`` and list the metadata providers it reads in
-    ``METADATA_DEPENDENCIES``; the engine parses the file once and computes the
-    union of all rules' metadata once.
+    ``METADATA_DEPENDENCIES`` (``reviewbot.providers`` has the analysis's facts: devices,
+    hot paths, sync-allowed blocks, spans); the engine parses the file once and resolves
+    the union of all rules' metadata once, each analysis fact when a rule first reads it.
+
+    ``CANDIDATES`` gates the parse: the names (calls, attributes, statements) the rule
+    matches; a file whose text holds none of them is not parsed with LibCST for it. None:
+    every file. ``HOT_ONLY``: the rule reports only inside hot functions, so a file with
+    none (of its own or through the project's link) is skipped too.
     """
 
+    kind = "cst"
     METADATA_DEPENDENCIES: ClassVar[tuple[Any, ...]] = ()
+    CANDIDATES: ClassVar[tuple[str, ...] | None] = None
+    HOT_ONLY: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A rule that reads the project's facts (hot paths, other modules' devices) runs
+        # after the link phase, unless it says otherwise.
+        if "project_facts" not in cls.__dict__:
+            cls.project_facts = cls.HOT_ONLY or any(
+                getattr(p, "project_facts", False) for p in cls.METADATA_DEPENDENCIES)
+
+    @classmethod
+    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
+        """A candidate name in the text (and, for ``HOT_ONLY``, an entry point's word)."""
+        if cls.triggers is not None and not any(word in text for word in cls.triggers):
+            return False
+        if cls.CANDIDATES is not None and not any(word in text for word in cls.CANDIDATES):
+            return False
+        if cls.HOT_ONLY and packs is not None:
+            from reviewbot.analysis.gpu import trigger_words
+
+            # Every file with a hot function of its own spells an entry point's word.
+            words = trigger_words(packs)
+            return not words or any(word in text for word in words)
+        return True
+
+    @classmethod
+    def applies_to_linked(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
+        """In a file with functions hot through other modules: a candidate name."""
+        if cls.triggers is not None and not any(word in text for word in cls.triggers):
+            return False
+        return cls.CANDIDATES is None or any(word in text for word in cls.CANDIDATES)
     # Filled by the engine: provider -> {node: value}, resolved once per file.
     metadata: Mapping[Any, Mapping[Any, Any]] = {}
 

@@ -151,6 +151,18 @@ class Columns:
             return offset + 1
         return len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
 
+    def offset(self, line: int, column: int) -> int:
+        """The UTF-8 byte offset of the 0-based character ``column`` on 1-based ``line``
+        (the inverse of :meth:`column`, for LibCST's character positions)."""
+        if self._ascii:
+            return column
+        if self._lines is None:
+            self._lines = split_lines(self._text)
+        if not 0 < line <= len(self._lines):
+            return column
+        text = self._lines[line - 1]
+        return column if text.isascii() else len(text[:column].encode("utf-8"))
+
     def span(self, node: ast.AST) -> tuple[int, int, int, int]:
         """An ``ast`` node's (line, column, end_line, end_column), 1-based characters, the
         end exclusive (a node without an end ends where it starts)."""

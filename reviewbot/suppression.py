@@ -20,9 +20,10 @@ from typing import Iterable, Iterator
 from reviewbot.finding import Finding
 
 ALL = "*"
-# A blanket `# noqa` or one that names an RB code; `# noqa: E501` alone is not ours. It
-# starts at the `#`: a pattern that starts with a literal is scanned ten times faster.
-_CANDIDATE = re.compile(r"#[^\n]*?(?:reviewbot\s*:\s*ignore(?!-)|noqa(?!\s*:)|noqa\s*:[^\n]*RB\d)",
+# A blanket `# noqa` or one that names a code (RB101, or a project rule's ENG101; it is
+# looked for only in a file with findings). It starts at the `#`: a pattern that starts
+# with a literal is scanned ten times faster.
+_CANDIDATE = re.compile(r"#[^\n]*?(?:reviewbot\s*:\s*ignore(?!-)|noqa(?!\s*:)|noqa\s*:[^\n]*[A-Z]\d)",
                         re.IGNORECASE)
 _DIRECTIVE = re.compile(
     r"#\s*(?:reviewbot\s*:\s*ignore(?![-\w])(?:\[(?P<rb>[^\]]*)\])?|noqa(?::\s*(?P<noqa>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?)",

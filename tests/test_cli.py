@@ -37,6 +37,10 @@ def test_rules_lists_every_rule(run_cli):
     starts = {line.index(rule.summary) for line, rule in zip(lines, registry.RULES)}
     assert len(starts) == 1
     assert "fix: sometimes  `.item()`" in lines[4]
+    # Which parser each rule reads: the engine's own, the ast analysis's sites, ast.
+    kinds = {line.split()[0]: line.split("kind: ")[1].split()[0] for line in lines}
+    assert kinds["RB001"] == "internal" and kinds["RB101"] == kinds["RB201"] == "analysis"
+    assert kinds["RB301"] == "ast"
 
 
 def test_rules_code_prints_the_documentation(run_cli):
@@ -51,6 +55,7 @@ def test_rules_code_prints_the_documentation(run_cli):
 def test_rules_json(run_cli):
     data = json.loads(run_cli(["rules", "--output-format", "json"]).out)
     rb301 = next(r for r in data if r["code"] == "RB301")
+    assert rb301["kind"] == "ast"
     assert rb301["options"][0] == {"name": "threshold", "default": 80.0,
                                    "help": "The lowest acceptable coverage, in percent."}
 

@@ -251,6 +251,26 @@ class GpuAnalysis:
     hot: dict[str, list[str]]  # function qualname -> the chain of calls that makes it hot
     functions: dict[str, FunctionInfo]
     classes: list[ClassInfo] = field(default_factory=list, repr=False)
+    # With record_labels: each walked function's expressions, by their ast span (line,
+    # byte offset, end line, end byte offset) -> (label, whether a sync is allowed there);
+    # and the analyzer that walks the other functions when they are first asked about.
+    labels: dict[str, dict[tuple[int, int, int, int], tuple[Label, bool]]] = field(
+        default_factory=dict, repr=False)
+    analyzer: "ModuleAnalyzer | None" = field(default=None, repr=False)
+
+    def labels_of(self, qualname: str) -> dict[tuple[int, int, int, int],
+                                               tuple[Label, bool]] | None:
+        """The recorded labels of a function's expressions (its closures' included), walking
+        it now when the analysis did not; None when the analysis does not label it (not
+        recording, another accelerator's module, or not a function of the module)."""
+        known = self.labels.get(qualname)
+        if known is not None or self.analyzer is None:
+            return known
+        func = self.functions.get(qualname)
+        if func is None:
+            return None
+        self.labels[qualname] = recorded = self.analyzer.walk_for_labels(func)
+        return recorded
 
     def release(self) -> None:
         """Break the class <-> method links, so that the syntax tree is freed at once.
@@ -260,6 +280,8 @@ class GpuAnalysis:
         """
         for cls in self.classes:
             cls.methods.clear()
+        self.labels.clear()
+        self.analyzer = None
 
 
 # torch functions that join a sequence of tensors into one.
@@ -804,8 +826,13 @@ class ModuleAnalyzer:
     def __init__(self, tree: ast.Module, packs: PackData,
                  non_blocking_lines: Iterable[int] | None = None, text: str = "",
                  linked_hot: dict[str, list[str]] | None = None,
-                 linked_devices: dict[str, list[str]] | None = None) -> None:
+                 linked_devices: dict[str, list[str]] | None = None,
+                 record_labels: bool = False) -> None:
         self.tree = tree
+        # Keep every label the reporting walks compute, by span (for LibCST rules' device
+        # facts); off by default, since the walks then keep a dict entry per expression.
+        self.record_labels = record_labels
+        self.recorded: dict[str, dict[tuple[int, int, int, int], tuple[Label, bool]]] = {}
         # Functions the project's link phase found hot (through other modules), with chains.
         self.linked_hot = linked_hot or {}
         # A tensor with no evidence of its device is on the GPU (the engine packs).
@@ -1208,9 +1235,22 @@ class ModuleAnalyzer:
     def analyze(self) -> GpuAnalysis:
         """Hot paths and sites of the whole module."""
         try:
-            return self._analyze()
+            analysis = self._analyze()
         finally:
             self._report_walks.clear()  # each walker refers back to this analyzer
+        if self.record_labels and not self.non_cuda():
+            analysis.labels = self.recorded
+            analysis.analyzer = self
+        return analysis
+
+    def walk_for_labels(self, func: FunctionInfo) -> dict[tuple[int, int, int, int],
+                                                          tuple[Label, bool]]:
+        """Walk a function the analysis did not walk for its sites, recording its labels
+        (its parameters as its callers in the module passed them, when they were walked)."""
+        self.prepare_classes([func])
+        walker = FunctionWalker(self, func, report=True)
+        walker.run()
+        return walker.recorded if walker.recorded is not None else {}
 
     def _analyze(self) -> GpuAnalysis:
         """Hot paths and sites of the whole module.
@@ -1250,6 +1290,8 @@ class ModuleAnalyzer:
                 walker = FunctionWalker(self, func, report=True)
                 walker.run()
             sites.extend(walker.sites)
+            if walker.recorded is not None:
+                self.recorded[func.qualname] = walker.recorded
             for callee, labels in walker.call_args:
                 for param, label in labels.items():
                     calls.setdefault(callee, {}).setdefault(param, []).append(label)
@@ -1275,6 +1317,11 @@ class FunctionWalker:
         self.async_copy_line: int | None = None  # set by `.to("cpu", non_blocking=True)`
         self.call_args: list[tuple[str, dict[str, Label]]] = []
         self.elements: dict[int, Label] = {}  # id of a list/tuple display -> its elements
+        # Each labelled expression's (label, sync allowed), by its ast span (record_labels).
+        self.recorded: dict[tuple[int, int, int, int], tuple[Label, bool]] | None = None
+        if report and module.record_labels:
+            self.recorded = {}
+            self.label = self._recording_label  # type: ignore[method-assign]
         cls = func.cls
         args = func.node.args
         passed = seed if seed is not None else module.params.get(func.qualname, {})
@@ -1582,6 +1629,17 @@ class FunctionWalker:
             self.site("RB104", test, f"{kind} used as a condition", label)
 
     # Expressions --------------------------------------------------------------------
+    def _recording_label(self, node: ast.expr, read: bool = False,
+                         write: bool = False) -> Label:
+        """:meth:`label`, keeping the result by the node's span (set on the instance only
+        when labels are recorded, so that the usual walk pays nothing for it)."""
+        result = FunctionWalker.label(self, node, read, write)
+        assert self.recorded is not None
+        self.recorded[(node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                       node.end_col_offset if node.end_col_offset is not None
+                       else node.col_offset)] = (result, self.allowed > 0)
+        return result
+
     def label(self, node: ast.expr, read: bool = False, write: bool = False) -> Label:
         """The label of an expression; records the sites inside it."""
         if self.pending and (read or not write):
@@ -2129,9 +2187,11 @@ class FunctionWalker:
 
 def analyze(tree: ast.Module, packs: PackData, text: str = "",
             linked_hot: dict[str, list[str]] | None = None,
-            linked_devices: dict[str, list[str]] | None = None) -> GpuAnalysis:
+            linked_devices: dict[str, list[str]] | None = None,
+            record_labels: bool = False) -> GpuAnalysis:
     """The :class:`GpuAnalysis` of a module (``text``: its source, to find RB106 candidates;
     ``linked_hot``: its functions that the project's link phase found hot;
-    ``linked_devices``: the project's tensor fields and tensor-returning methods)."""
+    ``linked_devices``: the project's tensor fields and tensor-returning methods;
+    ``record_labels``: keep the labels of the walked expressions, see ``labels_of``)."""
     return ModuleAnalyzer(tree, packs, text=text, linked_hot=linked_hot,
-                          linked_devices=linked_devices).analyze()
+                          linked_devices=linked_devices, record_labels=record_labels).analyze()

@@ -7,6 +7,7 @@ its own review off (``ignore = ["ALL"]``) or point it at packs of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +73,10 @@ def base_configuration(repo: Any, event: Event, config_path: str | None,
     from reviewbot.packs import load_packs
 
     sha = event.base_sha
-    # The command line's overrides, or only rule options (--docstring-threshold).
+    # The command line's overrides, or only rule options (--docstring-threshold); never
+    # the project's own rule modules (their files would be the pull request's).
     overrides = options if isinstance(options, Overrides) else Overrides(options=options)
+    overrides = dataclasses.replace(overrides, project_code=False)
 
     def inside(rel: str, what: str) -> str:
         norm = posixpath.normpath(rel.replace("\\", "/"))

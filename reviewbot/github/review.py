@@ -321,11 +321,16 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
 
 
 def _overrides(settings: Settings) -> Any:
-    """The command line's overrides, with ``--docstring-threshold`` as RB301's option."""
+    """The command line's overrides, with ``--docstring-threshold`` as RB301's option.
+
+    A review imports no project code: ``rule-modules`` is read but not loaded, whichever
+    commit the configuration comes from, since the modules themselves would be the pull
+    request's files (its checkout) and the review runs with the workflow's token."""
     from reviewbot.config import Overrides
 
     given = getattr(settings, "overrides", None) or Overrides()
-    return dataclasses.replace(given, options=(*given.options, *_threshold(settings)))
+    return dataclasses.replace(given, options=(*given.options, *_threshold(settings)),
+                               project_code=False)
 
 
 def _threshold(settings: Settings) -> tuple[tuple[str, str, Any], ...]:

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import pathspec
 
-from reviewbot.rule import Option, Rule
+from reviewbot.rule import AstRule, Option
 
 # Tests are left out by default: their functions are named for what they test.
 DEFAULT_TEST_EXCLUDES = ["tests/", "test/", "test_*.py", "*_test.py", "conftest.py"]
@@ -55,7 +55,7 @@ def may_define(text: str, settings: Mapping[str, Any]) -> bool:
     return not settings.get("ignore-module", True) or "def" in text or "class" in text
 
 
-class DocstringRule(Rule):
+class DocstringRule(AstRule):
     """What RB301 and RB302 share: the options, the file shortcut, the counted definitions."""
 
     options: tuple[Option, ...] = DOCSTRING_OPTIONS

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Mapping
 from reviewbot.analysis.gpu import CUDA, UNKNOWN, Site, trigger_words
 from reviewbot.context import FileContext
 from reviewbot.finding import Finding, Fix
-from reviewbot.rule import Option, Rule
+from reviewbot.rule import AstRule, Option
 
 INCLUDE_UNKNOWN = Option(
     "include-unknown", False,
@@ -47,8 +47,10 @@ def _file_words(text: str, packs: Any) -> tuple[bool, bool]:
     return torch_text, hot_text
 
 
-class SyncRule(Rule):
+class SyncRule(AstRule):
     """A rule that reports the analysis's sites of its own code."""
+
+    kind = "analysis"  # the ast device analysis finds the sites; the rule filters them
 
     severity = "error"
     # The harm a site does, said once per rule, after the site itself.

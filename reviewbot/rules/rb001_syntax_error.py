@@ -38,6 +38,7 @@ class SyntaxErrorRule(Rule):
     summary = "The file does not parse as Python"
     severity = "error"
     internal = True
+    kind = "internal"
     VALID = [Valid("x = 1\n")]
     INVALID = [Invalid("def f(:\n    pass\n", line=1), Invalid("x = (\n", line=1),
                Invalid("x = 1\n  y = 2\n", line=2)]

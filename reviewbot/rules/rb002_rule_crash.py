@@ -32,3 +32,4 @@ class RuleCrash(Rule):
     summary = "A rule failed on this file (reviewbot's bug, not yours)"
     severity = "error"
     internal = True
+    kind = "internal"

@@ -35,3 +35,4 @@ class UnreadableFile(Rule):
     summary = "The file could not be read or decoded and was skipped"
     severity = "error"
     internal = True
+    kind = "internal"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from reviewbot.finding import Finding
-from reviewbot.rule import Invalid, Option, Rule, Valid
+from reviewbot.rule import AstRule, Invalid, Option, Valid
 
 MIN_COUNT = Option(
     "min-count", 100,
@@ -32,7 +32,7 @@ def _entry(line: int, text: str, kind: str, count: int = 3, **extra: Any) -> dic
                        "function": "ModelRunner.execute_model"}]}
 
 
-class RuntimeSync(Rule):
+class RuntimeSync(AstRule):
     """A synchronisation the traced run saw that no rule reported (needs `--trace`).
 
     ## What it does
@@ -78,6 +78,7 @@ class RuntimeSync(Rule):
     """
 
     code = "RB108"
+    kind = "analysis"
     name = "runtime-sync"
     summary = "A sync the traced run saw that no rule reported (with --trace)"
     severity = "error"

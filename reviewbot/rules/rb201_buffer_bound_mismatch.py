@@ -8,7 +8,7 @@ from typing import Any, Mapping
 from reviewbot.analysis.buffers import BufferAnalyzer, Mismatch, size_words
 from reviewbot.context import FileContext
 from reviewbot.finding import Edit, Finding, Fix
-from reviewbot.rule import Invalid, Rule, Valid
+from reviewbot.rule import AstRule, Invalid, Valid
 
 
 def _bytes(count: int) -> str:
@@ -19,7 +19,7 @@ def _bytes(count: int) -> str:
     return f"{count:,} bytes"
 
 
-class BufferBoundMismatch(Rule):
+class BufferBoundMismatch(AstRule):
     """A buffer sized by one size bound while every use of it is bounded by another.
 
     ## What it does
@@ -70,6 +70,7 @@ class BufferBoundMismatch(Rule):
     """
 
     code = "RB201"
+    kind = "analysis"
     name = "buffer-bound-mismatch"
     summary = "A buffer sized by one size bound while every use is bounded by another"
     severity = "error"

@@ -8,12 +8,12 @@ from reviewbot.analysis.allocations import allocations
 from reviewbot.analysis.gpu import Names
 from reviewbot.context import FileContext
 from reviewbot.finding import Finding
-from reviewbot.rule import Invalid, Rule, Valid
+from reviewbot.rule import AstRule, Invalid, Valid
 
 _WORDS = ("pin_memory", "Event(", "Stream(")
 
 
-class PinnedAllocInHotPath(Rule):
+class PinnedAllocInHotPath(AstRule):
     """Pinned host memory, a CUDA event or a CUDA stream created in a hot path.
 
     ## What it does
@@ -52,6 +52,7 @@ class PinnedAllocInHotPath(Rule):
     """
 
     code = "RB202"
+    kind = "analysis"
     name = "pinned-alloc-in-hot-path"
     summary = "Pinned host memory, a CUDA event or a CUDA stream created in a hot path"
     severity = "warning"

@@ -9,12 +9,12 @@ from reviewbot.analysis.allocations import allocations
 from reviewbot.analysis.gpu import Names
 from reviewbot.context import FileContext
 from reviewbot.finding import Finding
-from reviewbot.rule import Invalid, Rule, Valid
+from reviewbot.rule import AstRule, Invalid, Valid
 
 _GUARD_WORDS = ("is_available", "is_pin_memory_available")
 
 
-class UnguardedPinMemory(Rule):
+class UnguardedPinMemory(AstRule):
     """`pin_memory=True` spelled as a literal where no CUDA check guards it.
 
     ## What it does
@@ -47,6 +47,7 @@ class UnguardedPinMemory(Rule):
     """
 
     code = "RB203"
+    kind = "analysis"
     name = "unguarded-pin-memory"
     summary = "`pin_memory=True` as a literal where no CUDA check guards it"
     severity = "warning"

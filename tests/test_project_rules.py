@@ -1,0 +1,384 @@
+"""A project's own CstRules (rule-modules), the analysis-backed providers, the LibCST gate."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import libcst as cst
+import libcst.metadata as meta
+import pytest
+
+from reviewbot import registry
+from reviewbot.context import FileContext
+from reviewbot.engine import _with_a_hot_candidate
+from reviewbot.packs import load_packs
+from reviewbot.providers import (DeviceProvider, FileFacts, HotPathProvider,
+                                 SyncAllowedProvider)
+from reviewbot.rule import CstRule, Invalid, Valid
+
+from conftest import REPO, check_source
+
+DOC = REPO / "docs" / "custom-rules.md"
+
+
+def doc_example() -> str:
+    """The example rule exactly as docs/custom-rules.md shows it."""
+    return re.search(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S).group(1)
+
+
+@pytest.fixture(autouse=True)
+def built_in_rules_after():
+    """Each test leaves the registry and sys.modules as it found them."""
+    before = set(sys.modules)
+    path = list(sys.path)
+    yield
+    registry.set_project_rules(())
+    for name in set(sys.modules) - before:
+        if name.split(".")[0] in ("my_engine", "other_rules"):
+            del sys.modules[name]
+    sys.path[:] = path
+
+
+RUNNER = """\
+import torch
+
+class ModelRunner:
+    def execute_model(self, x):
+        y = x.cuda() * 2
+        z = torch.zeros(3)
+        a = z.numpy()
+        return self._read(y)
+
+    def _read(self, y):
+        return y.numpy()
+
+    def load(self):
+        return torch.zeros(3, device="cuda").numpy()
+"""
+
+
+def project(root: Path, config: str, files: dict[str, str] | None = None) -> Path:
+    (root / "my_engine").mkdir(parents=True, exist_ok=True)
+    (root / "my_engine" / "__init__.py").write_text("")
+    (root / "my_engine" / "lint_rules.py").write_text(doc_example())
+    (root / "pyproject.toml").write_text("[tool.reviewbot]\n" + config)
+    (root / "runner.py").write_text(RUNNER)
+    for rel, text in (files or {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    return root
+
+
+RULES = 'rule-modules = ["my_engine.lint_rules"]\n'
+
+
+def findings(run_cli, root: Path, *args: str) -> list[dict]:
+    result = run_cli(["check", ".", "--no-cache", "--output-format", "json", *args], cwd=root)
+    assert result.code in (0, 1), result.err
+    return json.loads(result.out)
+
+
+def test_the_documented_example_reports_the_cuda_readback_in_the_hot_path(tmp_path, run_cli):
+    root = project(tmp_path, RULES)
+    found = findings(run_cli, root, "--select", "ENG")
+    # Line 7 is a CPU tensor, line 14 a cold function: only line 11 is reported.
+    assert [(f["code"], f["path"], f["line"], f["column"], f["end_column"]) for f in found] \
+        == [("ENG101", "runner.py", 11, 16, 25)]
+    assert "hot path execute_model -> _read" in found[0]["message"]
+    assert "moved with .cuda() at line 5" in found[0]["message"]
+    assert found[0]["name"] == "numpy-on-cuda-tensor"
+    # The same in worker processes, and in the list of rules with its kind.
+    assert findings(run_cli, root, "--select", "ENG", "--jobs", "2") == found
+    listed = run_cli(["rules"], cwd=root).out.splitlines()
+    assert any(line.startswith("ENG101") and "kind: cst" in line for line in listed)
+
+
+def test_project_rules_are_configured_and_suppressed_like_built_in_ones(tmp_path, run_cli):
+    root = project(tmp_path, RULES + 'ignore = ["ENG1"]\n')
+    assert [f for f in findings(run_cli, root) if f["code"] == "ENG101"] == []
+    root = project(tmp_path, RULES + '[tool.reviewbot.per-file-ignores]\n"runner.py" = ["ENG101"]\n')
+    assert findings(run_cli, root, "--select", "ENG") == []
+    root = project(tmp_path, RULES)
+    text = RUNNER.replace("return y.numpy()", "return y.numpy()  # noqa: ENG101")
+    (root / "runner.py").write_text(text)
+    assert findings(run_cli, root, "--select", "ENG") == []
+
+
+def test_a_chain_through_another_module_comes_from_the_link(tmp_path, run_cli):
+    root = project(tmp_path, RULES, {
+        "engine/__init__.py": "",
+        "engine/runner.py": """
+            import torch
+            from engine.ops import to_host
+
+            class ModelRunner:
+                def execute_model(self, batch):
+                    return to_host(batch)
+        """,
+        "engine/ops.py": """
+            import torch
+            def to_host(batch):
+                counts = torch.ones(4, device="cuda")
+                return counts.numpy()
+        """})
+    (root / "runner.py").unlink()
+    found = findings(run_cli, root, "--select", "ENG")
+    assert [(f["path"], f["line"]) for f in found] == [("engine/ops.py", 5)]
+    assert "ModelRunner.execute_model -> to_host (engine/ops.py)" in found[0]["message"]
+
+
+def test_project_code_is_off_with_isolated_or_the_environment(tmp_path, run_cli, monkeypatch):
+    root = project(tmp_path, RULES + 'extend-select = ["ENG101"]\n')
+    assert [f["code"] for f in findings(run_cli, root)].count("ENG101") == 1
+    assert "ENG101" not in [f["code"] for f in findings(run_cli, root, "--isolated")]
+    monkeypatch.setenv("REVIEWBOT_NO_PROJECT_CODE", "1")
+    # Named, selected, not imported: the project's codes select nothing.
+    sys.modules.pop("my_engine.lint_rules", None)
+    assert "ENG101" not in [f["code"] for f in findings(run_cli, root)]
+    assert "my_engine.lint_rules" not in sys.modules
+    assert "--isolated" in run_cli(["check", "--isolated", "--config", "pyproject.toml", "."],
+                                   cwd=root).err
+
+
+@pytest.mark.parametrize("modules,message", [
+    ('["../evil"]', "expected a dotted module name such as my_project.lint_rules, got '../evil'"),
+    ('["my_engine/lint_rules"]', "expected a dotted module name"),
+    ('["my_engine..x"]', "expected a dotted module name"),
+    ('["my_engine.class"]', "expected a dotted module name"),
+    ('["/tmp/x.py"]', "expected a dotted module name"),
+    ('"my_engine.lint_rules"', "expected a list of dotted module names"),
+    ('["my_engine.missing"]', "cannot import 'my_engine.missing': ModuleNotFoundError"),
+    ('["my_engine.broken"]', "cannot import 'my_engine.broken': RuntimeError: first line"),
+    ('["my_engine.exits"]', "cannot import 'my_engine.exits': SystemExit: 3"),
+    ('["my_engine.ast_rule"]', "my_engine.ast_rule.Mine is not a CstRule"),
+    ('["my_engine.empty"]', "module 'my_engine.empty' defines no CstRule with a code"),
+    ('["my_engine.rb_code"]', "code RB101 is reviewbot's"),
+    ('["my_engine.bad_code"]', "code 'eng-1': expected capital letters then digits"),
+    ('["my_engine.bad_name"]', "name 'Not Kebab': expected a kebab-case name"),
+    ('["my_engine.lint_rules", "my_engine.twin"]', "share the code ENG101"),
+    ('["json"]', "module 'json' is already imported from"),
+])
+def test_a_bad_rule_module_is_one_line_and_exit_2(tmp_path, run_cli, modules, message):
+    rule = "from reviewbot.rule import {base}\nclass Mine({base}):\n    code = {code!r}\n" \
+           "    name = {name!r}\n"
+    root = project(tmp_path, f"rule-modules = {modules}\n", {
+        "my_engine/broken.py": "raise RuntimeError('first line\\nsecond line')\n",
+        "my_engine/exits.py": "import sys\nsys.exit(3)\n",
+        "my_engine/ast_rule.py": rule.format(base="Rule", code="ENG9", name="mine"),
+        "my_engine/empty.py": "X = 1\n",
+        "my_engine/rb_code.py": rule.format(base="CstRule", code="RB101", name="mine"),
+        "my_engine/bad_code.py": rule.format(base="CstRule", code="eng-1", name="mine"),
+        "my_engine/bad_name.py": rule.format(base="CstRule", code="ENG9", name="Not Kebab"),
+        "my_engine/twin.py": rule.format(base="CstRule", code="ENG101", name="twin"),
+    })
+    result = run_cli(["check", "."], cwd=root)
+    assert result.code == 2
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+    assert message in result.err and "rule-modules" in result.err
+    assert "second line" not in result.err
+
+
+def test_a_folder_configuration_cannot_name_rule_modules(tmp_path, run_cli):
+    root = project(tmp_path, RULES, {"sub/.reviewbot.yml": "rule-modules: [my_engine.lint_rules]\n",
+                                     "sub/m.py": "x = 1\n"})
+    result = run_cli(["check", "."], cwd=root)
+    assert result.code == 2 and "project root's configuration" in result.err
+
+
+def test_a_project_rule_that_raises_is_rb002(tmp_path, run_cli):
+    root = project(tmp_path, 'rule-modules = ["my_engine.raising"]\n', {
+        "my_engine/raising.py": """
+            from reviewbot.rule import CstRule
+
+            class Raises(CstRule):
+                '''Fails on every call.'''
+                code = "ENG7"
+                name = "raises"
+                def visit_Call(self, node):
+                    raise ValueError("mine")
+        """})
+    found = findings(run_cli, root, "--select", "ENG7")
+    # Every file with a call: one RB002 each, and nothing else.
+    assert {f["code"] for f in found} == {"RB002"}
+    assert sorted(f["path"] for f in found) == ["my_engine/lint_rules.py", "my_engine/raising.py",
+                                                "runner.py"]
+    crash = next(f for f in found if f["path"] == "runner.py")
+    assert "Rule ENG7 (raises) crashed on runner.py: ValueError: mine" in crash["message"]
+
+
+def test_review_ignores_the_pull_requests_rule_modules(tmp_path, monkeypatch):
+    from reviewbot.github.diff import ChangedLines, FileChange
+    from reviewbot.github.review import Settings, check_changes
+
+    root = project(tmp_path, RULES + 'extend-select = ["ENG101"]\n'
+                   '[tool.reviewbot.rules.ENG101]\nsome-option = 1\n')
+    imported: list[str] = []
+    real = __import__("importlib").import_module
+    monkeypatch.setattr("importlib.import_module",
+                        lambda name, *a: imported.append(name) or real(name, *a))
+    changed = ChangedLines({"runner.py": FileChange("runner.py", added=set(range(1, 15)))})
+    outcome = check_changes(Settings(filter_mode="nofilter"), changed, root)
+    assert "my_engine.lint_rules" not in imported and "my_engine.lint_rules" not in sys.modules
+    codes = [f.code for f in outcome.findings]
+    assert "RB103" in codes and "ENG101" not in codes
+
+
+# The providers ------------------------------------------------------------------------
+
+def example_rule() -> type[CstRule]:
+    module = types.ModuleType("docs_example")
+    exec(compile(doc_example(), str(DOC), "exec"), module.__dict__)
+    return module.NumpyOnCudaTensor
+
+
+class Facts(CstRule):
+    """Reports every expression statement's call with the facts the providers give."""
+
+    code = "TST1"
+    name = "test-facts"
+    summary = "A test rule"
+    METADATA_DEPENDENCIES = (DeviceProvider, SyncAllowedProvider, HotPathProvider)
+
+    def visit_FunctionDef(self, node):
+        chain = self.get_metadata(HotPathProvider, node)
+        self.report(node.name, f"def {node.name.value}: {chain}")
+
+    def visit_Call(self, node):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "numpy":
+            device = self.get_metadata(DeviceProvider, node.func.value)
+            allowed = self.get_metadata(SyncAllowedProvider, node.func.value)
+            self.report(node, f"{device.kind if device else None} {allowed}")
+
+
+def test_the_providers_read_devices_hot_paths_and_sync_allowed_blocks(tmp_path):
+    source = ("import torch\n\nclass ModelRunner:\n"
+              "    def execute_model(self, x):\n"
+              "        y = x.cuda()  # é\n"
+              "        s = 'é'; y.numpy()\n"
+              "        with sync_allowed():\n"
+              "            y.numpy()\n"
+              "        (\n            y\n        ).numpy()\n"
+              "        def inner():\n            return y.numpy()\n"
+              "    def cold(self):\n        torch.zeros(2).numpy()\n")
+    found = [(f.line, f.column, f.message) for f in check_source(tmp_path, source, Facts)]
+    assert found == [
+        (4, 9, "def execute_model: ('execute_model',)"),
+        (6, 18, "cuda False"),  # a character column after the two-byte é
+        (8, 13, "cuda True"),
+        (9, 9, "cuda False"),  # the parentheses are the expression's, as in ast
+        (12, 13, "def inner: None"),  # not a function the analysis indexes
+        (13, 20, "cuda False"),  # a closure is walked with its function
+        (14, 9, "def cold: None"),
+        (15, 9, "cpu False"),  # a cold function is walked when first asked about
+    ]
+
+
+def test_spans_are_computed_for_the_walked_function_only():
+    path = REPO / "reviewbot" / "analysis" / "gpu.py"
+    text = path.read_text(encoding="utf-8")
+    ctx = FileContext(str(path), text)
+    module = cst.parse_module(text)
+    whole = meta.MetadataWrapper(module, unsafe_skip_copy=True).resolve(meta.PositionProvider)
+    facts = FileFacts(ctx, module)
+    target = next(s for s in module.body if isinstance(s, cst.ClassDef)
+                  and s.name.value == "FunctionWalker")
+    method = next(s for s in target.body.body if isinstance(s, cst.FunctionDef)
+                  and s.name.value == "label")
+    facts.walking[:] = [method]
+    nodes = []
+    method.visit(type("Collect", (cst.CSTVisitor,), {
+        "on_visit": lambda self, node: nodes.append(node) or True})())
+    assert len(nodes) > 500
+    assert all(facts.position(node) == whole[node] for node in nodes)
+    assert (facts.placed_functions, facts.whole_module) == (1, False)
+    facts.walking.clear()
+    assert facts.position(module.body[0]) == whole[module.body[0]]  # outside: the module's
+    assert facts.whole_module
+
+
+def test_the_gate_needs_a_candidate_in_a_hot_function(tmp_path, monkeypatch):
+    parses: list[int] = []
+    real = cst.parse_module
+    monkeypatch.setattr(cst, "parse_module", lambda text, *a: parses.append(1) or real(text, *a))
+    rule = example_rule()
+    # No candidate; a candidate only in a cold function (the ast analysis knows the hot
+    # ones); a hot function but no entry point's word in the file: LibCST is never run.
+    for source in [HOT_WITHOUT_CANDIDATE, COLD_CANDIDATE,
+                   COLD_CANDIDATE.replace("ModelRunner", "Loader").replace("execute_model", "f")]:
+        parses.clear()
+        assert check_source(tmp_path, source, rule) == []
+        assert parses == []
+    parses.clear()
+    assert [f.line for f in check_source(tmp_path, RUNNER, rule)] == [11] and parses == [1]
+
+
+HOT_WITHOUT_CANDIDATE = ("import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
+                         "        return x.cuda().tolist()\n")
+COLD_CANDIDATE = ("import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
+                  "        return x\n    def load(self):\n"
+                  "        return torch.zeros(1, device='cuda').numpy()\n")
+
+
+def gate_admits(rule: type[CstRule], example: Invalid) -> bool:
+    """Whether the engine's gate lets an example's file reach the rule's LibCST walk."""
+    packs = load_packs(("pytorch", "inference-engines"), REPO, None)
+    settings = {**rule.default_settings(), **example.options}
+    if not rule.applies_to(example.code, settings, packs):
+        return False
+    ctx = FileContext(example.path, example.code, packs=packs)
+    return _with_a_hot_candidate(ctx, [rule]) == [rule]
+
+
+def _cst_rules() -> list[type[CstRule]]:
+    rules = [r for r in registry.RULES if issubclass(r, CstRule)]
+    example = example_rule()
+    example.INVALID = [Invalid(RUNNER, line=11)]
+    example.VALID = [Valid(RUNNER.replace("x.cuda()", "x.cpu()"))]
+    return [*rules, example]
+
+
+@pytest.mark.parametrize("rule", _cst_rules(), ids=lambda r: r.code)
+def test_every_invalid_example_of_a_cst_rule_passes_its_gate(tmp_path, rule):
+    assert rule.INVALID, f"{rule.code} has no Invalid example"
+    for example in rule.INVALID:
+        assert gate_admits(rule, example), example.code
+        reported = [f.line for f in check_source(tmp_path, example.code, rule, example.options)
+                    if f.code == rule.code]
+        assert reported and (example.line is None or example.line in reported)
+    for example in rule.VALID:
+        assert [f for f in check_source(tmp_path, example.code, rule, example.options)
+                if f.code == rule.code] == []
+
+
+def test_the_gate_check_can_fail():
+    rule = example_rule()
+    assert not gate_admits(rule, Invalid(RUNNER.replace("numpy", "tolist")))
+    assert not gate_admits(rule, Invalid(COLD_CANDIDATE))
+    assert gate_admits(rule, Invalid(COLD_CANDIDATE.replace("return x\n", "return x.numpy()\n")))
+
+
+class EveryNumpyCall(CstRule):
+    """Reports every `.numpy()` call it is shown."""
+
+    code = "TST2"
+    name = "test-every-numpy-call"
+    summary = "A test rule"
+    CANDIDATES = ("numpy",)
+    HOT_ONLY = True
+
+    def visit_Call(self, node):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "numpy":
+            self.report(node, "seen")
+
+
+def test_a_hot_only_walk_skips_cold_bodies_but_not_closures_of_hot_functions(tmp_path):
+    source = ("import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
+              "        def inner():\n            return x.numpy()\n"
+              "        return inner(), x.numpy()\n"
+              "    def load(self):\n        return torch.zeros(1).numpy()\n")
+    assert [f.line for f in check_source(tmp_path, source, EveryNumpyCall)] == [5, 6]
