@@ -26,7 +26,6 @@ from reviewbot.config import Config
 from reviewbot.context import FileContext, RunContext
 from reviewbot.finding import Finding
 from reviewbot.packs import PackData
-from reviewbot.providers import reads_labels
 from reviewbot.rule import CstRule, Rule
 from reviewbot.rules.rb001_syntax_error import SyntaxErrorRule
 from reviewbot.rules.rb002_rule_crash import RuleCrash
@@ -83,6 +82,12 @@ class FileJob:
     linked_hot: Any = None  # its functions hot through other modules, with their chains
     linked_devices: Any = None  # device facts of the project it reads (tensor fields, returns)
     config: int = 0  # which of the checker's configurations is the file's (0: the run's)
+
+
+def _reads_labels(providers: Any) -> bool:
+    """Whether a rule's providers need the analysis to keep its labels (the providers'
+    module, and LibCST with it, is imported only when a CstRule runs)."""
+    return any(getattr(p, "needs_labels", False) for p in providers)
 
 
 class Checker:
@@ -187,7 +192,7 @@ class Checker:
         rules = self._rules_for(job, source.text, ignored)
         if job.phase == PROJECT_RULES and not rules:
             return result
-        if any(issubclass(r, CstRule) and reads_labels(r.METADATA_DEPENDENCIES) for r in rules):
+        if any(issubclass(r, CstRule) and _reads_labels(r.METADATA_DEPENDENCIES) for r in rules):
             ctx.record_labels = True  # before any rule asks for the analysis
         try:
             if job.module is not None:

@@ -352,6 +352,3 @@ class SpanProvider(AnalysisProvider):
             return None
 
 
-def reads_labels(providers: Any) -> bool:
-    """Whether a rule's providers need the analysis to keep its labels."""
-    return any(getattr(p, "needs_labels", False) for p in providers)
