@@ -24,6 +24,7 @@ file's content hash.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import hashlib
 import hmac
 import json
@@ -1224,11 +1225,32 @@ class Linker:
                 return []
         return list(candidates)
 
+    def _project_function(self, qual: str) -> str | None:
+        """resolve_function for an import's target, remembered; names outside the
+        project's packages are not looked up."""
+        cache = self.__dict__.setdefault("_imported_cache", {})
+        if qual in cache:
+            return cache[qual]
+        tops = self.__dict__.get("_tops")
+        if tops is None:
+            tops = self.__dict__["_tops"] = {m.split(".", 1)[0] for m in self.index.modules}
+        found = self.resolve_function(qual) if "." in qual and \
+            qual.split(".", 1)[0] in tops else None
+        cache[qual] = found
+        return found
+
     def _inherited_as_entry(self, owner: str, name: str) -> str | None:
         """``Scheduler.event_loop_x`` for a mixin's ``event_loop_x`` that the class
         ``Scheduler`` inherits without overriding, when the packs name that as an entry
         point (subclasses to any depth, bounded)."""
         patterns = self.packs.hot_path_entry_points
+        methods = self.__dict__.get("_entry_methods")
+        if methods is None:  # the method part of each `Class.method` pattern
+            methods = self.__dict__["_entry_methods"] = tuple(
+                p.rpartition(".")[2] for p in patterns if "." in p)
+        if not self.subclasses.get(owner) or not any(fnmatch.fnmatchcase(name, m)
+                                                     for m in methods):
+            return None
         queue, seen = deque(self.subclasses.get(owner, ())), set()
         while queue and len(seen) < 256:
             sub = queue.popleft()
@@ -1327,7 +1349,7 @@ class Linker:
             # annotates `-> torch.Tensor`: known to the file by its local name.
             imported = set()
             for local, qual in summary["imports"].items():
-                found = self.resolve_function(qual) if "." in qual else None
+                found = self._project_function(qual)
                 if found is not None:
                     target, name = self.functions[found]
                     if target.summary["functions"][name].get("returns") == "tensor":
