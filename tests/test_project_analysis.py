@@ -884,3 +884,23 @@ def test_a_mixin_method_is_an_entry_point_of_the_class_that_inherits_it(tmp_path
                                               "class Helper(DecodeMixin):\n    pass\n",
                                               encoding="utf-8")
     assert sync_findings(run_cli, root) == []
+
+
+def test_the_last_operand_of_a_boolean_operator_used_as_a_value_is_not_tested(tmp_path, run_cli):
+    # `a and t` as a value returns `t` itself; in a condition (or before the last operand)
+    # the CUDA tensor is converted to bool, which syncs.
+    root = write_project(tmp_path, {"r/__init__.py": "", "r/runner.py": """
+        import torch
+        import vllm
+
+        class ModelRunner:
+            def execute_model(self, state, flag: bool):
+                t = torch.ones(4, device="cuda")
+                passed = state and t
+                first = t or state
+                if flag and t:
+                    pass
+                return passed, first
+    """})
+    found = sorted(f["line"] for f in sync_findings(run_cli, root))
+    assert found == [9, 10]

@@ -1700,9 +1700,11 @@ class FunctionWalker:
             result = combine(labels)
             return result.but(boolean=True) if result.kind in (CUDA, CPU) else result
         if isinstance(node, ast.BoolOp):
-            for value in node.values:
+            # As a value (`x = a and t`), only the operands before the last are tested;
+            # the last is returned as it is (a condition tests it too: see condition()).
+            for index, value in enumerate(node.values):
                 label = self.label(value)
-                if label.kind == CUDA:
+                if label.kind == CUDA and index < len(node.values) - 1:
                     self.site("RB104", node, f"`{_short(value)}` (a CUDA tensor) in a boolean "
                               "operator", label)
             return UNKNOWN_L
