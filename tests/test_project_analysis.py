@@ -904,3 +904,21 @@ def test_the_last_operand_of_a_boolean_operator_used_as_a_value_is_not_tested(tm
     """})
     found = sorted(f["line"] for f in sync_findings(run_cli, root))
     assert found == [9, 10]
+
+
+def test_values_chosen_or_counted_from_a_mask_are_not_a_mask(tmp_path, run_cli):
+    root = write_project(tmp_path, {"r/__init__.py": "", "r/runner.py": """
+        import torch
+        import vllm
+
+        class ModelRunner:
+            def execute_model(self, x: torch.Tensor, table: torch.Tensor):
+                valid = x > 0
+                rows = torch.where(valid, x, 0)
+                counts = torch.cumsum(valid, 0)
+                both = torch.where(valid, valid, x < 5)
+                return table[rows], table[counts], table[both]
+    """})
+    found = [(f["code"], f["line"], f["column"]) for f in sync_findings(run_cli, root)]
+    assert [(c, l) for c, l, _ in found] == [("RB104", 11)]
+    assert "table[both]" in sync_findings(run_cli, root)[0]["message"]

@@ -93,6 +93,11 @@ VALUE_ATTRIBUTES = {"shape", "dtype", "ndim", "is_cuda", "is_cpu", "layout", "re
                     "is_meta", "is_quantized", "is_nested", "is_mkldnn"}
 SAME_ATTRIBUTES = {"T", "mT", "H", "mH", "data", "real", "imag", "grad"}
 DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"}
+# torch functions whose result is numbers even when an operand is a mask.
+_NOT_BOOLEAN_RESULTS = frozenset({
+    "cumsum", "sum", "searchsorted", "argmax", "argmin", "argsort", "bincount",
+    "count_nonzero", "prod", "mean", "bucketize", "cumprod", "diff", "add", "sub", "mul",
+    "multinomial", "gather", "index_select", "clamp", "arange"})
 
 
 @dataclass(frozen=True)
@@ -2086,6 +2091,12 @@ class FunctionWalker:
         args = [self.elements.get(id(arg), label) if name in _JOINS else label
                 for arg, label in zip(node.args, args)]
         result = combine([*args, *kwargs.values()])
+        if result.boolean and (name in _NOT_BOOLEAN_RESULTS or (
+                name == "where" and len(args) == 3)):
+            # `torch.where(mask, rows, 0)`, `torch.cumsum(mask, 0)`: values or counts, not a
+            # mask (a `where` of two masks is still one).
+            keeps = name == "where" and any(a.boolean for a in args[1:3])
+            result = result.but(boolean=keeps)
         if result.kind == CUDA and "device" not in kwargs:
             return result.but(f"computed by {qual} from {result.why}" if not
                               result.why.startswith("computed by") else result.why)
