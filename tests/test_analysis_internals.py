@@ -221,3 +221,15 @@ def test_the_file_gate_answers_each_text_alone(texts):
         torch_text, hot_text = _sync._file_words(text, ENGINE_PACKS)
         assert torch_text == ("torch" in text or "cuda" in text)
         assert hot_text == (torch_text and any(word in text for word in WORDS))
+
+
+def test_paths_that_name_another_platform():
+    from reviewbot.analysis.project import other_platform_path
+
+    assert other_platform_path("vllm/models/minimax/amd/ops/sparse_attn.py")
+    assert other_platform_path("sglang/srt/hardware_backend/npu/attention.py")
+    assert other_platform_path("vllm/v1/worker/tpu_model_runner.py")
+    assert other_platform_path("vllm/attention/ops/cpu/paged.py")
+    assert not other_platform_path("vllm/models/minimax/nvidia/ops/sparse_attn.py")
+    assert not other_platform_path("vllm/attention/backends/hipflash.py")
+    assert not other_platform_path("vllm/model_executor/layers/camd_utils.py")

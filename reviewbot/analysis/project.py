@@ -571,7 +571,7 @@ def summarise(text: str, module: str, is_package: bool = False) -> dict[str, Any
 # Folder and file names of code for another accelerator than CUDA (a backend's own tree).
 OTHER_PLATFORM_PARTS = frozenset({"npu", "xpu", "hpu", "tpu", "mlx", "mps", "rocm", "hip",
                                   "mlu", "musa", "neuron", "ascend", "gaudi", "habana",
-                                  "aiter"})
+                                  "aiter", "amd"})
 
 
 def other_platform_path(rel: str) -> bool:
