@@ -922,3 +922,36 @@ def test_values_chosen_or_counted_from_a_mask_are_not_a_mask(tmp_path, run_cli):
     found = [(f["code"], f["line"], f["column"]) for f in sync_findings(run_cli, root)]
     assert [(c, l) for c, l, _ in found] == [("RB104", 11)]
     assert "table[both]" in sync_findings(run_cli, root)[0]["message"]
+
+
+def test_a_built_class_wins_over_an_unannotated_factory_for_an_attribute(tmp_path, run_cli):
+    # `self.proposer = get_proposer()` (no return annotation) first, `Proposer()` later:
+    # the attribute is a Proposer, so its method in another module is hot.
+    root = write_project(tmp_path, {
+        "r/__init__.py": "",
+        "r/spec.py": """
+            import torch
+
+            def get_proposer():
+                return None
+
+            class Proposer:
+                def score(self, x: torch.Tensor):
+                    return x.sum().item()
+        """,
+        "r/runner.py": """
+            import vllm
+            from r.spec import Proposer, get_proposer
+
+            class ModelRunner:
+                def __init__(self):
+                    self.proposer = get_proposer()
+
+                def load_model(self):
+                    self.proposer = Proposer()
+
+                def execute_model(self, x):
+                    return self.proposer.score(x)
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("r/spec.py", 9)]

@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 14
+SUMMARY_VERSION = 15
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -510,7 +510,11 @@ class _Summariser:
                     isinstance(target.value, ast.Name) and target.value.id == "self":
                 found = typ or (types.get(value.id) if isinstance(value, ast.Name) else None)
                 if found:
-                    cls["attrs"].setdefault(target.attr, found)
+                    known = cls["attrs"].get(target.attr)
+                    # A class the code builds (`self.x = Proposer()`) wins over a factory's
+                    # return annotation (`self.x = get_proposer()`), wherever each is.
+                    if known is None or (known.startswith("()") and not found.startswith("()")):
+                        cls["attrs"][target.attr] = found
                 elif isinstance(value, ast.Constant) and isinstance(
                         value.value, (bool, int, float, str)) and \
                         not isinstance(stmt, ast.AnnAssign):
@@ -967,6 +971,11 @@ class Linker:
         self.matches = _matches
         self.index = index
         self.packs = packs
+        self._imported: dict[str, str | None] = {}  # an import's target -> its function
+        self._tops = {m.split(".", 1)[0] for m in index.modules}  # the project's packages
+        # The method part of each `Class.method` entry pattern.
+        self._entry_methods = tuple(p.rpartition(".")[2]
+                                    for p in packs.hot_path_entry_points if "." in p)
         # qualified name -> (module entry, local qualname)
         self.functions: dict[str, tuple[ModuleEntry, str]] = {}
         self.classes: dict[str, tuple[ModuleEntry, str, dict[str, Any]]] = {}
@@ -1228,28 +1237,18 @@ class Linker:
     def _project_function(self, qual: str) -> str | None:
         """resolve_function for an import's target, remembered; names outside the
         project's packages are not looked up."""
-        cache = self.__dict__.setdefault("_imported_cache", {})
-        if qual in cache:
-            return cache[qual]
-        tops = self.__dict__.get("_tops")
-        if tops is None:
-            tops = self.__dict__["_tops"] = {m.split(".", 1)[0] for m in self.index.modules}
-        found = self.resolve_function(qual) if "." in qual and \
-            qual.split(".", 1)[0] in tops else None
-        cache[qual] = found
-        return found
+        if qual not in self._imported:
+            self._imported[qual] = self.resolve_function(qual) if "." in qual and \
+                qual.split(".", 1)[0] in self._tops else None
+        return self._imported[qual]
 
     def _inherited_as_entry(self, owner: str, name: str) -> str | None:
         """``Scheduler.event_loop_x`` for a mixin's ``event_loop_x`` that the class
         ``Scheduler`` inherits without overriding, when the packs name that as an entry
         point (subclasses to any depth, bounded)."""
         patterns = self.packs.hot_path_entry_points
-        methods = self.__dict__.get("_entry_methods")
-        if methods is None:  # the method part of each `Class.method` pattern
-            methods = self.__dict__["_entry_methods"] = tuple(
-                p.rpartition(".")[2] for p in patterns if "." in p)
         if not self.subclasses.get(owner) or not any(fnmatch.fnmatchcase(name, m)
-                                                     for m in methods):
+                                                     for m in self._entry_methods):
             return None
         queue, seen = deque(self.subclasses.get(owner, ())), set()
         while queue and len(seen) < 256:
