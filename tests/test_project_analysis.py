@@ -955,3 +955,105 @@ def test_a_built_class_wins_over_an_unannotated_factory_for_an_attribute(tmp_pat
         """,
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("r/spec.py", 9)]
+
+
+def test_python_values_the_code_shows_whatever_names_and_annotations_say(tmp_path, run_cli):
+    # A function annotated `-> torch.Tensor` that returns `.item()`, a str method that shares
+    # its name with a project function returning a tensor, a shape's element, and the
+    # metadata of a module's parameter: all Python values, none of them a sync.
+    root = write_project(tmp_path, {
+        "p/__init__.py": "",
+        "p/utils.py": """
+            import torch
+
+            def count_pages(lens: torch.Tensor, size: int) -> torch.Tensor:
+                return (lens // size).sum().item()
+
+            def pages_tensor(lens: torch.Tensor, size: int) -> torch.Tensor:
+                return lens // size
+
+            def split(x: torch.Tensor, n: int) -> torch.Tensor:
+                return x[:n]
+        """,
+        "p/backend.py": """
+            import torch
+            import sglang
+            from p.utils import count_pages, pages_tensor
+
+            class TritonAttnBackend:
+                def __init__(self):
+                    self.proj = torch.nn.Linear(4, 4)
+
+                def init_forward_metadata(self, batch, name):
+                    pages = count_pages(batch.lens_cpu, 4)
+                    if pages > 2:
+                        return None
+                    layer = int(name.split(".")[-1])
+                    if batch.x.shape[1] > 4:
+                        return layer
+                    if self.proj.weight.dim() != 2 or not self.proj.weight.is_contiguous():
+                        return None
+                    if pages_tensor(batch.lens, 4) > 2:
+                        return None
+                    return layer
+        """,
+    })
+    found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
+    assert found == [("p/backend.py", 19, "RB104")]
+
+
+@pytest.mark.parametrize("inherited_on_cuda,expected", [
+    (False, {("eng/lora/wrapper_gpu.py", 7, "RB102")}),
+    # A subclass on the CUDA path inherits the base's method: the base's syncs are hot too.
+    (True, {("eng/lora/wrapper_gpu.py", 7, "RB102"), ("eng/lora/wrapper_base.py", 9, "RB101"),
+            ("eng/lora/wrapper_base.py", 9, "RB104")}),
+])
+def test_a_base_method_every_cuda_subclass_overrides_is_not_hot(tmp_path, run_cli,
+                                                                inherited_on_cuda, expected):
+    files = {
+        "eng/__init__.py": "",
+        "eng/lora/__init__.py": "",
+        "eng/runner.py": """
+            import torch
+            import vllm
+            from eng.lora.wrapper_base import WrapperBase
+
+            class ModelRunner:
+                def __init__(self, wrapper: WrapperBase):
+                    self.wrapper = wrapper
+
+                def execute_model(self, mapping: torch.Tensor):
+                    return self.wrapper.update(mapping)
+        """,
+        "eng/lora/wrapper_base.py": """
+            import torch
+
+            class WrapperBase:
+                def update(self, mapping: torch.Tensor):
+                    return self._prefill(mapping)
+
+                def _prefill(self, mapping: torch.Tensor):
+                    return mapping.unique().tolist()
+        """,
+        "eng/lora/wrapper_gpu.py": """
+            import torch
+            from eng.lora.wrapper_base import WrapperBase
+
+            class WrapperGPU(WrapperBase):
+                def update(self, mapping: torch.Tensor):
+                    return mapping.max().item()
+        """,
+        "eng/lora/wrapper_cpu.py": """
+            from eng.lora.wrapper_base import WrapperBase
+
+            class WrapperCPU(WrapperBase):
+                pass
+        """,
+    }
+    if inherited_on_cuda:
+        files["eng/lora/wrapper_triton.py"] = (
+            "from eng.lora.wrapper_base import WrapperBase\n\n\n"
+            "class WrapperTriton(WrapperBase):\n    pass\n")
+    root = write_project(tmp_path, files, config='devices = {default = "cuda"}\n')
+    found = {(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)}
+    assert found == expected

@@ -459,3 +459,37 @@ def test_a_start_up_loop_that_calls_a_model_is_not_hot(tmp_path):
     """
     (finding,) = findings(tmp_path, source, RB102)  # the same loop, outside start-up code
     assert finding.line == 16 and "decode_loop (a loop calling self.model)" in finding.message
+
+
+@pytest.mark.parametrize("body,expected", [
+    # The CPU path of code that takes tensors on either device: a helper called only there
+    # runs on host tensors, and a test that holds only on the host guards what follows it.
+    ("if self.buf.device.type == 'cpu':\n    return self._host_mask(self.buf)\n"
+     "return self.buf", []),
+    ("if str(self.buf.device) == 'cpu':\n    return self._host_mask(self.buf)\n"
+     "return self.buf", []),
+    ("if self.buf.device == t.device('cuda'):\n    return self.buf\n"
+     "return self._host_mask(self.buf)", []),
+    ("if self.buf.device.type != 'cpu':\n    return self.buf\n"
+     "return self._host_mask(self.buf)", []),  # only host tensors get past the return
+    ("if self.buf.device.type != 'cpu':\n    n = 1\n"
+     "return self._host_mask(self.buf)", [19]),  # every tensor gets here
+    ("if self.buf.device.type == 'cuda':\n    return self._host_mask(self.buf)\n"
+     "return self.buf", [19]),
+    ("if n and self.buf.device.type == 'cpu':\n    return self._host_mask(self.buf)\n"
+     "return self.buf", []),
+])
+def test_code_behind_a_host_device_test_is_not_hot(tmp_path, body, expected):
+    source = runner(body) + (
+        "\n    def _host_mask(self, x):\n        return x.tolist()\n")
+    assert lines(tmp_path, source, RB101) == expected
+
+
+def test_a_host_check_guards_the_rest_of_an_and(tmp_path):
+    body = """
+    if not self.buf.is_cuda and not t.equal(self.buf, self.buf):
+        raise RuntimeError("differ")
+    if n > 2 and not t.equal(self.buf, self.buf):
+        raise RuntimeError("differ")
+    """
+    assert lines(tmp_path, runner(body), RB104) == [16]

@@ -93,6 +93,13 @@ VALUE_ATTRIBUTES = {"shape", "dtype", "ndim", "is_cuda", "is_cpu", "layout", "re
                     "is_meta", "is_quantized", "is_nested", "is_mkldnn"}
 SAME_ATTRIBUTES = {"T", "mT", "H", "mH", "data", "real", "imag", "grad"}
 DATA_DEPENDENT = {"nonzero", "unique", "unique_consecutive", "masked_select", "argwhere"}
+# Methods of str, list and dict: on a receiver of unknown type, a project function of the
+# same name that returns a tensor says nothing about the call (`prefix.split(".")`).
+_BUILTIN_METHODS = frozenset({
+    "split", "rsplit", "splitlines", "strip", "lstrip", "rstrip", "join", "replace",
+    "format", "startswith", "endswith", "lower", "upper", "encode", "decode", "find",
+    "partition", "get", "items", "keys", "values", "pop", "popitem", "setdefault", "copy",
+    "index", "count", "append", "extend", "insert", "remove", "update"})
 # torch functions whose result is numbers even when an operand is a mask.
 _NOT_BOOLEAN_RESULTS = frozenset({
     "cumsum", "sum", "searchsorted", "argmax", "argmin", "argsort", "bincount",
@@ -505,6 +512,14 @@ def _not_cuda_checks(test: ast.expr) -> tuple[str, ...]:
                  and isinstance(t.operand.value, ast.Name))
 
 
+def _is_shape(expr: ast.expr) -> bool:
+    """``t.shape``, ``t.size()``, ``t.stride()``: a tuple of ints whatever ``t`` is."""
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "shape"
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+        expr.func.attr in ("size", "stride") and not expr.args
+
+
 def _short(expr: ast.expr) -> str:
     parts: list[str] = []
     node = expr
@@ -550,10 +565,45 @@ def _platform_check(test: ast.expr) -> str | None:
     return None
 
 
+def _device_check(test: ast.expr) -> str | None:
+    """"cpu" for a test that holds only for a tensor on the host (``t.device.type ==
+    "cpu"``, ``t.device == torch.device("cpu")``, ``str(t.device) != "cuda"``), "cuda" for
+    one that holds only on the GPU, else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    if isinstance(right, ast.Call) and isinstance(right.func, ast.Attribute) and \
+            right.func.attr == "device" and len(right.args) == 1:
+        right = right.args[0]  # torch.device("cpu")
+    if not (isinstance(right, ast.Constant) and right.value in ("cpu", "cuda")):
+        return None
+    if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and \
+            left.func.id == "str" and len(left.args) == 1:
+        left = left.args[0]
+    if isinstance(left, ast.Attribute) and left.attr == "type":
+        left = left.value
+    if not (isinstance(left, ast.Attribute) and left.attr == "device"):
+        return None
+    on_host = (right.value == "cpu") == isinstance(test.ops[0], ast.Eq)
+    return "cpu" if on_host else "cuda"
+
+
+def _host_only_test(test: ast.expr) -> bool:
+    """A test that holds only for host tensors: ``t.is_cpu``, ``not t.is_cuda``, a device
+    comparison with the CPU (the CPU path of code that also takes CUDA tensors)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        return _platform_check(inner) == "cuda" or _device_check(inner) == "cuda"
+    return _device_check(test) == "cpu"
+
+
 def _guard_atom(test: ast.expr) -> bool:
     """A test that holds only off the per-step CUDA path: a debug or environment flag, a
-    CUDA-graph capture, another platform."""
-    if _platform_check(test) == "other":
+    CUDA-graph capture, another platform, a host tensor."""
+    if _platform_check(test) == "other" or _host_only_test(test):
         return True
     words = {w.lower() for name in _test_names(test) for w in _WORD_SPLIT.split(name) if w}
     if isinstance(test, ast.Call):
@@ -568,10 +618,13 @@ def guard_of(test: ast.expr) -> tuple[bool, bool]:
     """Whether an ``if`` block, and its ``else``, run only off the per-step CUDA path."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         body, orelse = guard_of(test.operand)
-        return orelse and not body and _platform_check(test.operand) is not None, body and \
-            _platform_check(test.operand) is not None
-    if _platform_check(test) == "cuda":
+        checked = _platform_check(test.operand) is not None or \
+            _device_check(test.operand) is not None
+        return orelse and not body and checked, body and checked
+    if _platform_check(test) == "cuda" or _device_check(test) == "cuda":
         return False, True
+    if _device_check(test) == "cpu":
+        return True, False
     if isinstance(test, ast.BoolOp):
         atoms = [_guard_atom(v) for v in test.values]
         return (any(atoms) if isinstance(test.op, ast.And) else all(atoms)), False
@@ -713,11 +766,15 @@ def _isinstance_names(kinds: ast.expr) -> list[str]:
 
 
 def _returns_early_unless_guarded(stmt: ast.stmt) -> bool:
-    """``if not <guard>: return``: what follows in the block runs only behind the guard."""
-    return isinstance(stmt, ast.If) and not stmt.orelse and bool(stmt.body) and \
-        isinstance(stmt.body[-1], (ast.Return, ast.Raise)) and \
-        isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) and \
-        guard_of(stmt.test.operand)[0]
+    """``if not <guard>: return`` (or ``if t.is_cuda: return``): what follows in the block
+    runs only behind the guard, as an ``else`` would."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and bool(stmt.body) and
+            isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
+        return False
+    if isinstance(stmt.test, ast.UnaryOp) and isinstance(stmt.test.op, ast.Not) and \
+            guard_of(stmt.test.operand)[0]:
+        return True
+    return guard_of(stmt.test)[1]
 
 
 _HOST_WORDS = frozenset({"cpu", "np", "numpy", "host", "pinned", "list", "lst"})
@@ -1852,6 +1909,8 @@ class FunctionWalker:
                       f"`{_short(node.slice)}` (calls `__index__`)", index)
         if base.kind in (CUDA, CPU):
             return base.but(boolean=False)
+        if base.kind == VALUE and _is_shape(node.value):
+            return VALUE_L  # `t.shape[0]`, `t.size()[1]`: an int
         return UNKNOWN_L
 
     def _check_pending_read(self, node: ast.expr, read: bool) -> None:
@@ -1937,6 +1996,8 @@ class FunctionWalker:
             if receiver.kind == UNKNOWN and holder.endswith("stream"):
                 self.site("RB105", node, f"`{_short(func)}()` waits for every kernel on the "
                           "stream", Label(STREAM, f"`{holder}` is named as a CUDA stream"))
+        if receiver.kind == MODULE and method in TENSOR_TO_VALUE_METHODS:
+            return VALUE_L  # `layer.weight.dim()`: a parameter's metadata
         # Calls of nn.Module objects (and their methods) run on the model's device.
         if receiver.kind == MODULE or (not method and self.label(func).kind == MODULE):
             source = _short(func)
@@ -1973,7 +2034,7 @@ class FunctionWalker:
         """(devices.default: cuda) the result of a function every definition of which in the
         project is annotated ``-> torch.Tensor``."""
         if name and self.m.default_cuda and name in self.m.tensor_returns and \
-                not host_named(name):
+                not host_named(name) and name not in _BUILTIN_METHODS:
             return Label(CUDA, f"returned by `{name}()`, annotated torch.Tensor in the project "
                                "(devices.default: cuda)", weak=True)
         return UNKNOWN_L

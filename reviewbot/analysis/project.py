@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 15
+SUMMARY_VERSION = 16
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -415,8 +415,11 @@ class _Summariser:
         stack: list[ast.stmt] = list(node.body)
         optional = optional_parameters(node)
         self_returns: list[ast.Return] = []
+        returned_values: list[ast.expr | None] = []
         while stack:
             stmt = stack.pop()
+            if isinstance(stmt, ast.Return):
+                returned_values.append(stmt.value)
             if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Attribute) and \
                     isinstance(stmt.value.value, ast.Name) and stmt.value.value.id == "self":
                 self_returns.append(stmt)  # `return self.forward_cuda`: a bound method
@@ -483,6 +486,8 @@ class _Summariser:
         if hints:
             out["host_args"] = hints
         returns = self.value_kind(node.returns)
+        if returns == "tensor" and returned_values and all(map(_python_number, returned_values)):
+            returns = "host"  # `-> torch.Tensor` over `return total.item()`: the code wins
         if returns:
             out["returns"] = returns
         elif node.returns is not None:
@@ -558,6 +563,19 @@ class _Summariser:
             return f"Q:{qual}.{name}"
         return f"M:{name}"
 
+def _python_number(value: ast.expr | None) -> bool:
+    """A returned expression that is a Python number or list whatever its operands are:
+    ``t.item()``, ``t.tolist()``, ``int(...)``, ``len(...)``, a numeric constant."""
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute):
+        return func.attr in ("item", "tolist") and not value.args
+    return isinstance(func, ast.Name) and func.id in ("int", "float", "len")
+
+
 def summarise(text: str, module: str, is_package: bool = False) -> dict[str, Any] | None:
     """The summary of a module's source, or None when it does not parse."""
     try:
@@ -586,6 +604,9 @@ def other_platform_path(rel: str) -> bool:
     if any(part in OFF_PATH_FOLDERS for part in parts[:-1]) or \
             parts[-1].startswith("test_") or parts[-1] == "conftest":
         return True  # the CPU backend's own folder (`ops/cpu/`), or tests
+    words = parts[-1].split("_")
+    if "cpu" in words and not _MOVES_DATA.intersection(words):
+        return True  # the CPU backend's module (`cpu_attn.py`, `zen_cpu_sdpa.py`)
     return any(part in OTHER_PLATFORM_PARTS or part.split("_", 1)[0] in OTHER_PLATFORM_PARTS
                for part in parts)
 
@@ -593,6 +614,10 @@ def other_platform_path(rel: str) -> bool:
 # Folders of code that never runs in a CUDA engine's serving steps: the CPU backend's own
 # implementations, and tests (a test's model `forward` is not the engine's).
 OFF_PATH_FOLDERS = frozenset({"cpu", "test", "tests", "testing"})
+# Words of a module name that say it moves data between the GPU and the host memory it
+# names (`cpu_offload.py`): code of the CUDA engine, not of its CPU backend.
+_MOVES_DATA = frozenset({"offload", "offloading", "swap", "swapper", "transfer", "copy",
+                         "pinned", "staging"})
 
 
 # The project a run indexes --------------------------------------------------------------
@@ -1004,6 +1029,7 @@ class Linker:
         self._mro_cache: dict[str, list[str]] = {}
         self._fields_cache: dict[str, dict[str, str]] = {}
         self._module_cache: dict[str, bool] = {}
+        self._off_cuda: dict[str, bool] = {}
 
     # Names ---------------------------------------------------------------------------
     def _follow(self, qual: str, table: Mapping[str, Any], depth: int = 0) -> str | None:
@@ -1280,6 +1306,45 @@ class Linker:
             queue.extend(self.subclasses.get(sub, ()))
         return out
 
+    def only_off_cuda(self, qual: str) -> bool:
+        """A method of an abstract base class (``*Base``, ``Abstract*``, an ``ABC``) that
+        every subclass overrides, but those of other platforms (``punica_cpu.py``): a call
+        dispatched through the base runs it only off CUDA."""
+        known = self._off_cuda.get(qual)
+        if known is not None:
+            return known
+        cls = self.owner(qual)
+        found = False
+        if cls is not None and self.subclasses.get(cls) and self._abstract(cls):
+            name = qual.rpartition(".")[2]
+            found = True
+            queue, seen = deque(self.subclasses[cls]), set()
+            while queue and len(seen) < 256:
+                sub = queue.popleft()
+                if sub in seen or f"{sub}.{name}" in self.functions:
+                    continue  # overridden: its own subclasses inherit the override
+                seen.add(sub)
+                if not other_platform_path(self.classes[sub][0].rel):
+                    found = False
+                    break
+                queue.extend(self.subclasses.get(sub, ()))
+        self._off_cuda[qual] = found
+        return found
+
+    def _abstract(self, cls: str) -> bool:
+        """A class named as a base (``PunicaWrapperBase``, ``AbstractRunner``) or derived
+        from ``abc.ABC``: not what the engine constructs."""
+        short = cls.rpartition(".")[2]
+        if "Base" in short or "Abstract" in short or short.endswith("ABC"):
+            return True
+        return any(base.rpartition(".")[2] in ("ABC", "Protocol")
+                   for klass in self.mro(cls) if klass in self.classes
+                   for base in self.classes[klass][2]["bases"])
+
+    def _below(self, sub: str | None, cls: str | None) -> bool:
+        """Whether ``sub`` is ``cls`` or derives from it (``super().m()`` runs the base's)."""
+        return sub is not None and cls is not None and cls in self.mro(sub)
+
     # Hot paths ----------------------------------------------------------------------
     def is_startup(self, qual: str) -> bool:
         entry, local = self.functions[qual]
@@ -1329,8 +1394,14 @@ class Linker:
             chain = chains[qual]
             if len(chain) >= MAX_LINK_DEPTH:
                 continue
-            for callee in (*self.callees(qual), *self.overrides(qual)):
+            callees = [*self.callees(qual), *self.overrides(qual)]
+            for callee in callees:
                 if callee in chains or self.is_startup(callee):
+                    continue
+                if self.only_off_cuda(callee) and not self._below(self.owner(qual),
+                                                                   self.owner(callee)):
+                    # Dispatched: every CUDA subclass runs its own override.
+                    callees.extend(o for o in self.overrides(callee) if o not in callees)
                     continue
                 chains[callee] = [*chain, self._display(callee, qual)]
                 queue.append(callee)
