@@ -1057,3 +1057,35 @@ def test_a_base_method_every_cuda_subclass_overrides_is_not_hot(tmp_path, run_cl
     root = write_project(tmp_path, files, config='devices = {default = "cuda"}\n')
     found = {(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)}
     assert found == expected
+
+
+def test_one_item_of_a_kept_field_and_a_kept_key_stay_on_the_host(tmp_path, run_cli):
+    # `image_spatial_crop` is one row of the kept `images_spatial_crop`; `kwargs.get(...)` and
+    # `kwargs[...]` of a kept key are host tensors too. Other keys are not.
+    root = write_project(tmp_path, {
+        "mm/__init__.py": "",
+        "mm/model.py": """
+            import torch
+            import vllm
+
+            def fields(Field):
+                return dict(images_spatial_crop=Field.batched("image", keep_on_cpu=True),
+                            video_counts=Field.batched("video", keep_on_cpu=True),
+                            pixel_values=Field.batched("image"))
+
+            class Model(torch.nn.Module):
+                def forward(self, image_spatial_crop: torch.Tensor, **kwargs):
+                    n = int(image_spatial_crop.prod().item())
+                    self._read(kwargs.get("video_counts"))
+                    self._read(kwargs["video_counts"])
+                    return self._pixels(kwargs["pixel_values"])
+
+                def _read(self, counts: torch.Tensor):
+                    return counts.tolist()
+
+                def _pixels(self, pixels: torch.Tensor):
+                    return pixels.tolist()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("mm/model.py", 21)]

@@ -798,6 +798,18 @@ def host_named(name: str) -> bool:
     return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
 
 
+def _kept_key(key: ast.expr, module: Any) -> bool:
+    """A string key naming a field kept on the CPU (``kwargs["image_grid_thw"]``)."""
+    return isinstance(key, ast.Constant) and isinstance(key.value, str) and \
+        module.is_kept_on_cpu(key.value)
+
+
+def _singular(name: str) -> str:
+    """A name with each of its words in the singular (``images_sizes`` -> ``image_size``)."""
+    return "_".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+                    for w in name.split("_"))
+
+
 def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
     """Keys whose value is built with ``keep_on_cpu=True``: ``dict(k=f(..., keep_on_cpu=
     True))``, ``{"k": f(..., keep_on_cpu=True)}``, ``fields["k"] = f(..., keep_on_cpu=True)``,
@@ -913,6 +925,9 @@ class ModuleAnalyzer:
         # Names a module declares kept on the CPU (`dict(grid_thw=...(keep_on_cpu=True))`).
         self.kept_on_cpu = (_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) | \
             frozenset(devices.get("kept_on_cpu", ()))
+        # The same names word by word in the singular: one item of a kept field
+        # (`image_spatial_crop` of `images_spatial_crop`).
+        self.kept_singular = frozenset(map(_singular, self.kept_on_cpu))
         self.source = Source(text)
         self.columns = Columns(text)  # sites are reported in characters, not bytes
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
@@ -1006,6 +1021,11 @@ class ModuleAnalyzer:
             text = ast.unparse(annotation)
         stripped = text.replace("Optional[", "").replace("]", "").replace(" ", "")
         return any(self._names_tensor(option) for option in stripped.split("|"))
+
+    def is_kept_on_cpu(self, name: str) -> bool:
+        """A field declared kept on the CPU, or one item of one (by its singular name)."""
+        return name in self.kept_on_cpu or (
+            bool(self.kept_singular) and _singular(name) in self.kept_singular)
 
     def class_key(self, expr: ast.expr | None) -> str | None:
         """The key of the declared-fields table for a class named by an expression or an
@@ -1396,7 +1416,7 @@ class FunctionWalker:
                     label.but(f"passed by a caller: {label.why}")
             elif module.class_key(arg.annotation) is not None:
                 self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
-            elif arg.arg in module.kept_on_cpu or (
+            elif module.is_kept_on_cpu(arg.arg) or (
                     module.packs.host_names and _matches(arg.arg, module.packs.host_names)):
                 self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is kept on the host "
                                                "(keep_on_cpu or the packs' host-names)")
@@ -1872,8 +1892,8 @@ class FunctionWalker:
             return Label(CUDA, "`.gpu`, the device half of a paired buffer")
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
-        if attr in self.m.kept_on_cpu or (self.m.packs.host_names and
-                                           _matches(attr, self.m.packs.host_names)):
+        if self.m.is_kept_on_cpu(attr) or (self.m.packs.host_names and
+                                            _matches(attr, self.m.packs.host_names)):
             return Label(CPU, f"`{attr}` is kept on the host (keep_on_cpu or the packs' "
                               "host-names)")
         # The project-wide table is for other objects: a class's own attributes are known
@@ -1907,6 +1927,9 @@ class FunctionWalker:
         if base.kind == VALUE and index.kind == CUDA and not isinstance(node.ctx, ast.Store):
             self.site("RB104", node, f"indexing a Python container with the CUDA tensor "
                       f"`{_short(node.slice)}` (calls `__index__`)", index)
+        if self.m.kept_on_cpu and _kept_key(node.slice, self.m):
+            return Label(CPU, f"`{node.slice.value}` is kept on the host "  # type: ignore
+                              "(keep_on_cpu)")
         if base.kind in (CUDA, CPU):
             return base.but(boolean=False)
         if base.kind == VALUE and _is_shape(node.value):
@@ -1934,6 +1957,13 @@ class FunctionWalker:
         qual = self.m.names.qualify(func) or ""
         if isinstance(func, ast.Attribute):
             method = func.attr
+            if method in ("get", "pop") and node.args and self.m.kept_on_cpu and \
+                    _kept_key(node.args[0], self.m):
+                self.label(func.value)
+                for arg in node.args[1:]:
+                    self.label(arg)
+                return Label(CPU, f"`{node.args[0].value}` is kept on the host "  # type: ignore
+                                  "(keep_on_cpu)")
             if method == "copy_":
                 receiver = self.label(func.value, write=True)
             elif qual.startswith("torch.") and not isinstance(func.value, ast.Call):

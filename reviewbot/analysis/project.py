@@ -1332,14 +1332,14 @@ class Linker:
         return found
 
     def _abstract(self, cls: str) -> bool:
-        """A class named as a base (``PunicaWrapperBase``, ``AbstractRunner``) or derived
-        from ``abc.ABC``: not what the engine constructs."""
+        """A class named as a base (``PunicaWrapperBase``, ``AbstractRunner``) or declared
+        with ``abc.ABC`` among its own bases: not what the engine constructs (a subclass of
+        an abstract class is not abstract for that)."""
         short = cls.rpartition(".")[2]
         if "Base" in short or "Abstract" in short or short.endswith("ABC"):
             return True
         return any(base.rpartition(".")[2] in ("ABC", "Protocol")
-                   for klass in self.mro(cls) if klass in self.classes
-                   for base in self.classes[klass][2]["bases"])
+                   for base in self.classes[cls][2]["bases"])
 
     def _below(self, sub: str | None, cls: str | None) -> bool:
         """Whether ``sub`` is ``cls`` or derives from it (``super().m()`` runs the base's)."""
