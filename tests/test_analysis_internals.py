@@ -235,6 +235,8 @@ def test_paths_that_name_another_platform():
     assert other_platform_path("vllm/v1/attention/backends/cpu_attn.py")
     assert other_platform_path("vllm/v1/attention/backends/mla/prefill/zen_cpu_sdpa.py")
     assert other_platform_path("sglang/srt/layers/quantization/awq_cpu.py")
+    assert other_platform_path("sglang/srt/layers/attention/intel_amx_backend.py")
+    assert other_platform_path("sglang/srt/layers/attention/deepseek_v4_backend_hip_radix.py")
     assert not other_platform_path("vllm/kv_transfer/simple_cpu_offload_connector.py")
     assert not other_platform_path("vllm/v1/worker/gpu_model_runner.py")
     assert not other_platform_path("vllm/v1/sample/ops/cpus_per_worker.py")

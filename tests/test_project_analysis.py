@@ -1089,3 +1089,44 @@ def test_one_item_of_a_kept_field_and_a_kept_key_stay_on_the_host(tmp_path, run_
     }, config='devices = {default = "cuda"}\n')
     found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
     assert found == [("mm/model.py", 21)]
+
+
+@pytest.mark.parametrize("receiver,expected", [
+    ("markov_head", {("eng/heads.py", 7, "RB102")}),
+    # A name that speaks of no candidate's class: every method of that name may run.
+    ("thing", {("eng/heads.py", 7, "RB102"), ("eng/lora.py", 7, "RB101")}),
+])
+def test_a_method_on_an_unknown_object_is_chosen_by_the_objects_name(tmp_path, run_cli,
+                                                                     receiver, expected):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/runner.py": f"""
+            import torch
+            import vllm
+
+            def draft_block({receiver}, hidden):
+                return {receiver}.init_state(hidden)
+
+            class ModelRunner:
+                def execute_model(self, head, hidden):
+                    return draft_block(head, hidden)
+        """,
+        "eng/heads.py": """
+            import torch
+
+            class GatedMarkovHead:
+                def init_state(self, hidden):
+                    state = torch.zeros(4, device="cuda")
+                    return state.sum().item()
+        """,
+        "eng/lora.py": """
+            import torch
+
+            class LoRAManager:
+                def init_state(self, paths=None):
+                    slots = torch.zeros(4, device="cuda")
+                    return slots.tolist()
+        """,
+    })
+    found = {(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)}
+    assert found == expected

@@ -666,8 +666,9 @@ def _fallback_guard(node: ast.If, optional: frozenset[str]) -> tuple[bool, bool]
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1
             and isinstance(test.ops[0], (ast.Is, ast.IsNot))
             and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value is None
-            and isinstance(test.left, ast.Name) and test.left.id in optional):
+            and test.comparators[0].value is None):
+        return False, False
+    if not (isinstance(test.left, ast.Name) and test.left.id in optional):
         return False, False
     target = test.left.id
     branch = node.body if isinstance(test.ops[0], ast.Is) else node.orelse

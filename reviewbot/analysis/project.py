@@ -39,11 +39,12 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 16
+SUMMARY_VERSION = 17
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
 MAX_NAME_CANDIDATES = 3
+_CAMEL_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 # ... or to every implementation of one interface, up to this many.
 MAX_INTERFACE_IMPLEMENTATIONS = 16
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
@@ -553,7 +554,7 @@ class _Summariser:
                 return f"S:{name}"
             if len(parts) == 3:
                 return f"A:{parts[1]}:{name}"
-            return f"M:{name}"
+            return f"M:{name}:{parts[-2]}"
         if len(parts) == 2 and head in types:
             return f"T:{types[head]}:{name}"
         qual = self.qualify(".".join(parts[:-1])) if head not in types else None
@@ -561,7 +562,7 @@ class _Summariser:
             if qual.startswith("torch.ops."):
                 return f"F:{name}"
             return f"Q:{qual}.{name}"
-        return f"M:{name}"
+        return f"M:{name}:{parts[-2]}"  # with the receiver's name, to choose among classes
 
 def _python_number(value: ast.expr | None) -> bool:
     """A returned expression that is a Python number or list whatever its operands are:
@@ -605,8 +606,8 @@ def other_platform_path(rel: str) -> bool:
             parts[-1].startswith("test_") or parts[-1] == "conftest":
         return True  # the CPU backend's own folder (`ops/cpu/`), or tests
     words = parts[-1].split("_")
-    if "cpu" in words and not _MOVES_DATA.intersection(words):
-        return True  # the CPU backend's module (`cpu_attn.py`, `zen_cpu_sdpa.py`)
+    if _PLATFORM_WORDS.intersection(words) and not _MOVES_DATA.intersection(words):
+        return True  # a backend's module (`cpu_attn.py`, `intel_amx_backend.py`, `x_hip.py`)
     return any(part in OTHER_PLATFORM_PARTS or part.split("_", 1)[0] in OTHER_PLATFORM_PARTS
                for part in parts)
 
@@ -614,6 +615,10 @@ def other_platform_path(rel: str) -> bool:
 # Folders of code that never runs in a CUDA engine's serving steps: the CPU backend's own
 # implementations, and tests (a test's model `forward` is not the engine's).
 OFF_PATH_FOLDERS = frozenset({"cpu", "test", "tests", "testing"})
+# Words of a module's file name that name another platform wherever they stand in it.
+_PLATFORM_WORDS = frozenset({"cpu", "amx", "npu", "xpu", "hpu", "tpu", "rocm", "hip", "mlu",
+                             "musa", "ascend", "gaudi", "habana", "aiter", "amd", "mps",
+                             "mlx"})
 # Words of a module name that say it moves data between the GPU and the host memory it
 # names (`cpu_offload.py`): code of the CUDA engine, not of its CPU backend.
 _MOVES_DATA = frozenset({"offload", "offloading", "swap", "swapper", "transfer", "copy",
@@ -1233,8 +1238,22 @@ class Linker:
                 return self.methods_of(typ, name)
             return self._by_name(name)
         if kind == "M":
-            return self._by_name(rest)
+            name, _, receiver = rest.partition(":")
+            return self._named_like(self._by_name(name), receiver)
         return []
+
+    def _named_like(self, candidates: list[str], receiver: str) -> list[str]:
+        """Of the methods a call on an unknown object may reach, those of the classes the
+        object's name speaks of (``markov_head.init_state`` -> ``GatedMarkovHead``), or
+        all when its name speaks of none of them."""
+        if len(candidates) < 2 or not receiver:
+            return candidates
+        words = {w for w in receiver.lower().split("_") if len(w) > 2}
+        if not words:
+            return candidates
+        chosen = [c for c in candidates if words & {
+            w.lower() for w in _CAMEL_WORD.findall((self.owner(c) or "").rpartition(".")[2])}]
+        return chosen or candidates
 
     def _by_name(self, name: str) -> list[str]:
         """The project's methods of this name, when few, or all implementations of one
@@ -1370,7 +1389,8 @@ class Linker:
             summary = entry.summary
             for ref in info["loop_calls"]:
                 kind, _, rest = ref.partition(":")
-                name_called = rest.rsplit(":", 1)[-1] if kind in ("T", "A") else rest
+                name_called = rest.rsplit(":", 1)[-1] if kind in ("T", "A") else \
+                    rest.partition(":")[0]
                 if kind == "S":
                     name_called = "self." + rest
                 if kind == "A":
