@@ -493,3 +493,14 @@ def test_a_host_check_guards_the_rest_of_an_and(tmp_path):
         raise RuntimeError("differ")
     """
     assert lines(tmp_path, runner(body), RB104) == [16]
+
+
+def test_a_factory_given_keyword_arguments_by_unpacking_may_be_on_the_gpu(tmp_path):
+    body = """
+    options = {"device": self.buf.device}
+    lens = t.zeros(8, dtype=t.int32, **options)
+    lens.copy_(self.buf)
+    host = t.zeros(8, dtype=t.int32)
+    host.copy_(self.buf)
+    """
+    assert lines(tmp_path, runner(body), RB103) == [18]

@@ -2158,6 +2158,8 @@ class FunctionWalker:
             if self.func.cls is not None and self.func.cls.is_module and \
                     self.m.is_startup(self.func):
                 return UNKNOWN_L  # models are often built under torch.device("cuda")
+            if any(k.arg is None for k in node.keywords):
+                return UNKNOWN_L  # `**options` may name the device
             return Label(CPU, f"{qual} without a device is on the CPU")
         if name == "equal" and len(args) >= 2 and any(a.kind == CUDA for a in args[:2]):
             tensor = combine(args[:2])

@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 17
+SUMMARY_VERSION = 18
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -299,13 +299,15 @@ class _Summariser:
         if annotation is None:
             return None
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
-            kinds = {self.value_kind(side) for side in (annotation.left, annotation.right)
-                     if not (isinstance(side, ast.Constant) and side.value is None)}
-            return kinds.pop() if len(kinds) == 1 else None
+            return self._union_kind(_union_members(annotation))
         if isinstance(annotation, ast.Subscript):
             head = (_dotted(annotation.value) or "").rsplit(".", 1)[-1]
             if head == "Optional":
                 return self.value_kind(annotation.slice)
+            if head == "Union":
+                members = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) \
+                    else [annotation.slice]
+                return self._union_kind(members)
             if head in ("list", "List", "tuple", "Tuple", "dict", "Dict", "set", "Set",
                         "Sequence", "Mapping", "Iterable"):
                 return "host"
@@ -321,6 +323,19 @@ class _Summariser:
         if qual in ("numpy.ndarray", "numpy.typing.NDArray", "int", "float", "bool", "str",
                     "list", "tuple", "dict", "set", "bytes"):
             return "host"
+        return None
+
+    def _union_kind(self, members: list[ast.expr]) -> str | None:
+        """The kind of a union: its members' one kind, or "tensor" for a tensor or
+        containers (of tensors, of ids): where the code calls a tensor's method on it, only
+        the tensor has one."""
+        members = [m for m in members if not (isinstance(m, ast.Constant) and m.value is None)]
+        kinds = [self.value_kind(m) for m in members]
+        if len(set(kinds)) == 1:
+            return kinds[0]
+        if "tensor" in kinds and all(kind == "tensor" or _container(m)
+                                     for m, kind in zip(members, kinds)):
+            return "tensor"
         return None
 
     def _constructed(self, value: ast.expr | None) -> str | None:
@@ -563,6 +578,20 @@ class _Summariser:
                 return f"F:{name}"
             return f"Q:{qual}.{name}"
         return f"M:{name}:{parts[-2]}"  # with the receiver's name, to choose among classes
+
+def _union_members(annotation: ast.expr) -> list[ast.expr]:
+    """The members of ``A | B | C``."""
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return [*_union_members(annotation.left), *_union_members(annotation.right)]
+    return [annotation]
+
+
+def _container(annotation: ast.expr) -> bool:
+    """``list[...]``, ``List[...]``, ``tuple``, ``Sequence[...]``: a Python container."""
+    target = annotation.value if isinstance(annotation, ast.Subscript) else annotation
+    return (_dotted(target) or "").rsplit(".", 1)[-1] in (
+        "list", "List", "tuple", "Tuple", "Sequence")
+
 
 def _python_number(value: ast.expr | None) -> bool:
     """A returned expression that is a Python number or list whatever its operands are:
