@@ -1130,3 +1130,18 @@ def test_a_method_on_an_unknown_object_is_chosen_by_the_objects_name(tmp_path, r
     })
     found = {(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)}
     assert found == expected
+
+
+def test_a_union_of_a_tensor_and_containers_is_a_tensor_field():
+    summary = summarise(textwrap.dedent("""
+        from typing import List, Optional, Union
+        import torch
+
+        class Result:
+            ids: Optional[Union[torch.Tensor, List[torch.Tensor], List[List[int]]]] = None
+            rows: torch.Tensor | list[int] | None = None
+            count: Union[torch.Tensor, int] = 0
+            lens: Union[List[int], List[List[int]]] = None
+    """), "p.result")
+    assert summary["classes"]["Result"]["fields"] == {
+        "ids": "tensor", "rows": "tensor", "lens": "host"}
