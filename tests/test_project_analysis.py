@@ -1145,3 +1145,51 @@ def test_a_union_of_a_tensor_and_containers_is_a_tensor_field():
     """), "p.result")
     assert summary["classes"]["Result"]["fields"] == {
         "ids": "tensor", "rows": "tensor", "lens": "host"}
+
+
+def test_a_tensor_function_of_host_tensors_returns_a_host_tensor(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "p/__init__.py": "",
+        "p/layout.py": """
+            import torch
+
+            def local_lens(lens: torch.Tensor, size: int) -> torch.Tensor:
+                return lens // size
+        """,
+        "p/backend.py": """
+            import torch
+            import sglang
+            from p.layout import local_lens
+
+            class TritonAttnBackend:
+                def init_forward_metadata(self, batch):
+                    host = local_lens(batch.seq_lens_cpu, 2).tolist()
+                    return local_lens(batch.seq_lens, 2).tolist()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
+    assert found == [("p/backend.py", 9, "RB101")]
+
+
+def test_a_tensor_function_given_a_device_may_return_a_gpu_tensor(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "p/__init__.py": "",
+        "p/utils.py": """
+            import torch
+
+            def async_h2d(data: torch.Tensor, target) -> torch.Tensor:
+                return data.to(target, non_blocking=True)
+        """,
+        "p/model.py": """
+            import torch
+            import sglang
+            from p.utils import async_h2d
+
+            class TritonAttnBackend:
+                def init_forward_metadata(self, batch, x):
+                    lens = async_h2d(batch.seq_lens_cpu, x.device)
+                    return lens.tolist()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
+    assert found == [("p/model.py", 9, "RB101")]

@@ -799,6 +799,22 @@ def host_named(name: str) -> bool:
     return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
 
 
+def _moves_to_device(call: ast.Call) -> bool:
+    """A call that may put its result on a device other than its inputs': it is given a
+    device (``h2d(x, t.device)``, ``device=...``) or named for one (``to_gpu(x)``)."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if _DEVICE_WORDS.intersection(_WORD_SPLIT.split(name.lower())):
+        return True
+    values = [*call.args, *(k.value for k in call.keywords)]
+    return any(k.arg is not None and "device" in k.arg for k in call.keywords) or any(
+        (isinstance(v, ast.Attribute) and v.attr == "device") or
+        (isinstance(v, ast.Name) and "device" in v.id) for v in values)
+
+
+_DEVICE_WORDS = frozenset({"h2d", "cuda", "gpu", "device", "to", "move", "upload"})
+
+
 def _kept_key(key: ast.expr, module: Any) -> bool:
     """A string key naming a field kept on the CPU (``kwargs["image_grid_thw"]``)."""
     return isinstance(key, ast.Constant) and isinstance(key.value, str) and \
@@ -2059,11 +2075,18 @@ class FunctionWalker:
                 return Label(MODULE, f"{qual}()")
         if receiver.kind in (CPU, VALUE):
             return UNKNOWN_L
-        return self._annotated_return(method or (func.id if isinstance(func, ast.Name) else ""))
+        return self._annotated_return(method or (func.id if isinstance(func, ast.Name) else ""),
+                                      None if _moves_to_device(node) else
+                                      [*args, *kwargs.values()])
 
-    def _annotated_return(self, name: str) -> Label:
+    def _annotated_return(self, name: str, args: list[Label] | None = None) -> Label:
         """(devices.default: cuda) the result of a function every definition of which in the
-        project is annotated ``-> torch.Tensor``."""
+        project is annotated ``-> torch.Tensor``: on the host when it is computed from host
+        tensors only (``get_local_lens(lens_cpu, n)``)."""
+        if name and name in self.m.tensor_returns and args and \
+                any(a.kind == CPU for a in args) and not any(a.kind == CUDA for a in args):
+            host = next(a for a in args if a.kind == CPU)
+            return Label(CPU, f"returned by `{name}()` of a host tensor ({host.why})")
         if name and self.m.default_cuda and name in self.m.tensor_returns and \
                 not host_named(name) and name not in _BUILTIN_METHODS:
             return Label(CUDA, f"returned by `{name}()`, annotated torch.Tensor in the project "
@@ -2076,6 +2099,9 @@ class FunctionWalker:
         (their parameters)."""
         if qual.startswith("torch.") or method in ("to", "copy_", "repeat_interleave"):
             return True
+        name = method or (func.id if isinstance(func, ast.Name) else "")
+        if name in self.m.tensor_returns:
+            return True  # computed from its tensor arguments, on their device
         if isinstance(func, ast.Name):
             return func.id in self.m.functions
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
