@@ -864,5 +864,14 @@ class Engine:
                     crash = dataclasses.replace(crash, details=(("location", location),))
                 findings.append(crash)
         findings.sort(key=Finding.sort_key)
-        return RunResult(findings, facts, len(results), cached)
+        # A rule reports a place once (a loop's body is walked until its labels settle).
+        seen: set[tuple[Any, ...]] = set()
+        unique: list[Finding] = []
+        for finding in findings:
+            key = (finding.path, finding.line, finding.column, finding.end_line,
+                   finding.end_column, finding.code)
+            if key not in seen:
+                seen.add(key)
+                unique.append(finding)
+        return RunResult(unique, facts, len(results), cached)
 

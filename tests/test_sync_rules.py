@@ -504,3 +504,12 @@ def test_a_factory_given_keyword_arguments_by_unpacking_may_be_on_the_gpu(tmp_pa
     host.copy_(self.buf)
     """
     assert lines(tmp_path, runner(body), RB103) == [18]
+
+
+def test_a_sync_in_a_loop_body_is_reported_once(tmp_path):
+    body = """
+    for height, width in self.buf.view(4, 2):
+        height, width = int(height), int(width)
+    """
+    found = findings(tmp_path, runner(body), RB104)
+    assert [(f.line, f.column) for f in found] == [(15, 29), (15, 42)]
