@@ -1193,3 +1193,77 @@ def test_a_tensor_function_given_a_device_may_return_a_gpu_tensor(tmp_path, run_
     }, config='devices = {default = "cuda"}\n')
     found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
     assert found == [("p/model.py", 9, "RB101")]
+
+
+def test_arguments_unpacked_from_a_tuple_keep_their_devices(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "mm/__init__.py": "",
+        "mm/model.py": """
+            import torch
+            import vllm
+
+            def fields(Field):
+                return dict(video_counts=Field.batched("video", keep_on_cpu=True))
+
+            class Model(torch.nn.Module):
+                def forward(self, **kwargs):
+                    inputs = (kwargs.get("video_counts"), torch.ones(2, device="cuda"))
+                    return self._video(*inputs)
+
+                def _video(self, counts: torch.Tensor, frames: torch.Tensor):
+                    return counts.tolist(), frames.tolist()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = [(f["path"], f["line"], f["column"]) for f in sync_findings(run_cli, root)]
+    assert found == [("mm/model.py", 14, 33)]
+    assert "allocated on the device 'cuda'" in sync_findings(run_cli, root)[0]["message"]
+
+
+def test_settings_flags_and_class_constants_are_python_values(tmp_path, run_cli):
+    # Another class declares tensors under the same names: a configuration object's
+    # attribute, a predicate method of a module and a class-level constant are still values.
+    root = write_project(tmp_path, {
+        "m/__init__.py": "",
+        "m/state.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class State:
+                post_norm: torch.Tensor
+                fused: torch.Tensor
+        """,
+        "m/model.py": """
+            import torch
+            import vllm
+
+            class VitConfig:
+                image_size: int = 224
+
+                def __init__(self, post_norm=True):
+                    self.post_norm = post_norm
+
+            class Norm(torch.nn.Module):
+                fused = True
+
+                def wants_fp32_input(self, n):
+                    return n > 4
+
+            class Vit(torch.nn.Module):
+                def __init__(self, config: VitConfig):
+                    super().__init__()
+                    self.config = config
+                    self.norm = Norm()
+
+                def forward(self, x: torch.Tensor, norm: Norm):
+                    if self.config.post_norm and norm.fused:
+                        x = x * 2
+                    if self.norm.wants_fp32_input(x.shape[0]):
+                        x = x.float()
+                    if x.sum() > 0:
+                        return x
+                    return -x
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
+    assert found == [("m/model.py", 28, "RB104")]

@@ -783,7 +783,13 @@ _NAME_PARTS = re.compile(r"[._]+")
 
 
 _FLAG_PREFIXES = ("is_", "has_", "use_", "uses_", "skip_", "enable_", "enabled_", "disable_",
-                  "should_", "need_", "needs_", "can_", "allow_", "do_", "with_")
+                  "should_", "need_", "needs_", "can_", "allow_", "do_", "with_", "wants_",
+                  "supports_", "applies_")
+
+
+# Classes whose attributes are settings (Python values), whatever other classes declare
+# under the same names.
+_SETTINGS_CLASSES = ("Config", "Configs", "Args", "Arguments", "Options")
 
 
 def flag_named(name: str) -> bool:
@@ -1416,6 +1422,8 @@ class FunctionWalker:
         self.async_copy_line: int | None = None  # set by `.to("cpu", non_blocking=True)`
         self.call_args: list[tuple[str, dict[str, Label]]] = []
         self.elements: dict[int, Label] = {}  # id of a list/tuple display -> its elements
+        self.items: dict[int, list[Label]] = {}  # id of a tuple display -> each element's
+        self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
         # Each labelled expression's (label, sync allowed), by its ast span (record_labels).
         self.recorded: dict[tuple[int, int, int, int], tuple[Label, bool]] | None = None
         if report and module.record_labels:
@@ -1552,6 +1560,11 @@ class FunctionWalker:
         """Give an assignment target the label of what is assigned."""
         if isinstance(target, ast.Name):
             self.env[target.id] = label
+            items = self.items.get(id(value)) if value is not None else None
+            if items is not None:
+                self.packed[target.id] = items  # `f(*inputs)` passes each of them
+            else:
+                self.packed.pop(target.id, None)
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                 and target.value.id == "self":
             self.self_assignments.setdefault(target.attr, []).append(label)
@@ -1769,6 +1782,8 @@ class FunctionWalker:
             if isinstance(node, (ast.List, ast.Tuple)) and labels:
                 # What torch.cat([a, b]) / torch.stack((a, b)) compute from.
                 self.elements[id(node)] = combine(labels)
+                if not any(isinstance(e, ast.Starred) for e in node.elts):  # type: ignore
+                    self.items[id(node)] = labels
             return VALUE_L
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
             saved = dict(self.env)
@@ -1867,6 +1882,10 @@ class FunctionWalker:
                 if declared is not None:
                     return self._declared_field(node.attr, declared, key.rpartition(".")[2]
                                                 .removeprefix("local:"))
+            if all(key.rpartition(".")[2].endswith(_SETTINGS_CLASSES)
+                   for key in base.why.split("|")):
+                # `self.config.post_norm`: a configuration holds Python values.
+                return Label(VALUE, f"`.{node.attr}` of a configuration object")
             return self._named_attribute(node)
         if node.attr == "device":
             if base.kind == CUDA:
@@ -2043,8 +2062,9 @@ class FunctionWalker:
             if receiver.kind == UNKNOWN and holder.endswith("stream"):
                 self.site("RB105", node, f"`{_short(func)}()` waits for every kernel on the "
                           "stream", Label(STREAM, f"`{holder}` is named as a CUDA stream"))
-        if receiver.kind == MODULE and method in TENSOR_TO_VALUE_METHODS:
-            return VALUE_L  # `layer.weight.dim()`: a parameter's metadata
+        if receiver.kind == MODULE and (method in TENSOR_TO_VALUE_METHODS or
+                                        (method and flag_named(method))):
+            return VALUE_L  # `layer.weight.dim()`, `mlp.wants_fp32_input(n)`: Python values
         # Calls of nn.Module objects (and their methods) run on the model's device.
         if receiver.kind == MODULE or (not method and self.label(func).kind == MODULE):
             source = _short(func)
@@ -2112,7 +2132,11 @@ class FunctionWalker:
     def _record_call(self, callee: FunctionInfo, node: ast.Call, args: list[Label],
                      kwargs: dict[str, Label], skip_self: bool) -> dict[str, Label]:
         """Map a call's arguments to the callee's parameters (kept for propagation)."""
-        if any(isinstance(a, ast.Starred) for a in node.args):
+        if len(node.args) == 1 and isinstance(node.args[0], ast.Starred) and \
+                isinstance(node.args[0].value, ast.Name) and \
+                node.args[0].value.id in self.packed:
+            args = self.packed[node.args[0].value.id]  # `f(*inputs)` of a tuple display
+        elif any(isinstance(a, ast.Starred) for a in node.args):
             return {}
         spec = callee.node.args
         names = [a.arg for a in (*spec.posonlyargs, *spec.args)]

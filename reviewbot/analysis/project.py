@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 18
+SUMMARY_VERSION = 19
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -366,6 +366,11 @@ class _Summariser:
                         "attrs": {}, "fields": {}, "line": node.lineno}
                 self.classes.setdefault(prefix + node.name, info)
                 for stmt in node.body:  # class-level annotations: `runner: ModelRunner`
+                    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) \
+                            and isinstance(stmt.value.value, (bool, int, float, str)):
+                        for target in stmt.targets:  # `supports_fp8 = True`: a Python value
+                            if isinstance(target, ast.Name):
+                                info["fields"].setdefault(target.id, "host")
                     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
                         typ = self._type_of(stmt.annotation)
                         if typ:
