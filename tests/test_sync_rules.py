@@ -513,3 +513,20 @@ def test_a_sync_in_a_loop_body_is_reported_once(tmp_path):
     """
     found = findings(tmp_path, runner(body), RB104)
     assert [(f.line, f.column) for f in found] == [(15, 29), (15, 42)]
+
+
+def test_code_that_runs_only_when_something_failed_is_not_per_step(tmp_path):
+    body = """
+    if n < 0:
+        rows = self.buf.tolist()
+        raise ValueError(f"bad rows {rows}")
+    try:
+        n = n + 1
+    except RuntimeError:
+        print(self.buf.tolist())
+    if self.buf.sum() > n:
+        raise ValueError("too large")
+    return self.buf.tolist()
+    """
+    assert lines(tmp_path, runner(body), RB101) == [23]
+    assert lines(tmp_path, runner(body), RB104) == [21]

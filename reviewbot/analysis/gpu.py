@@ -600,6 +600,12 @@ def _host_only_test(test: ast.expr) -> bool:
     return _device_check(test) == "cpu"
 
 
+def error_only(stmts: list[ast.stmt]) -> bool:
+    """A block that ends by raising: it runs when something is wrong (it builds the error's
+    message, logs, dumps state), not on the per-step path."""
+    return bool(stmts) and isinstance(stmts[-1], ast.Raise)
+
+
 def _guard_atom(test: ast.expr) -> bool:
     """A test that holds only off the per-step CUDA path: a debug or environment flag, a
     CUDA-graph capture, another platform, a host tensor."""
@@ -1133,7 +1139,7 @@ class ModuleAnalyzer:
         """The function's text without the blocks behind guards (debug and environment
         flags, CUDA-graph capture, other platforms): what they call is not hot."""
         text = func.summary.text
-        if "if" not in text:
+        if "if" not in text and "except" not in text:
             return text
         lines = text.split("\n")
         first = func.node.lineno
@@ -1151,9 +1157,16 @@ class ModuleAnalyzer:
                                 lines[number - first] = ""
                                 blanked = True
                         break
+            if isinstance(node, ast.Try):
+                for handler in node.handlers:
+                    for number in range(handler.lineno, (handler.end_lineno or 0) + 1):
+                        if 0 <= number - first < len(lines):
+                            lines[number - first] = ""
+                            blanked = True
             if not isinstance(node, ast.If):
                 continue
             quiet = guard_of(node.test)
+            quiet = (quiet[0] or error_only(node.body), quiet[1] or error_only(node.orelse))
             for hushed, body in zip(quiet, (node.body, node.orelse)):
                 if hushed and body:
                     for number in range(body[0].lineno, (body[-1].end_lineno or 0) + 1):
@@ -1625,7 +1638,8 @@ class FunctionWalker:
             if any(fallback):
                 quiet = (quiet[0] or fallback[0], quiet[1] or fallback[1])
             if not quiet[0]:
-                self.condition(node.test)
+                self.condition(node.test)  # evaluated every time, also before a raise
+            quiet = (quiet[0] or error_only(node.body), quiet[1] or error_only(node.orelse))
             once = self._clears_own_guard(node) or _once_guard(node)
             self.allowed += once
             host_body, host_else, containers = _host_narrowing(node.test)
@@ -1650,7 +1664,9 @@ class FunctionWalker:
             self.block(node.body)
             self.allowed -= allowed
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
-            self.branches([node.body + node.orelse, *(h.body for h in node.handlers)])
+            # An `except` block runs when something failed, not every step.
+            self.branches([node.body + node.orelse, *(h.body for h in node.handlers)],
+                          quiet=(False, *(True for _ in node.handlers)))
             self.block(node.finalbody)
         elif isinstance(node, ast.Match):
             self.label(node.subject)

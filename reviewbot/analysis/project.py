@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from reviewbot.analysis.gpu import _fallback_guard, guard_of, memoised, optional_parameters
+from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, memoised,
+                                    optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 19
+SUMMARY_VERSION = 20
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -448,12 +449,17 @@ class _Summariser:
                 quiet_body, quiet_else = guard_of(stmt.test)
                 fallback = _fallback_guard(stmt, optional)
                 quiet_body, quiet_else = quiet_body or fallback[0], quiet_else or fallback[1]
+                quiet_body = quiet_body or error_only(stmt.body)
+                quiet_else = quiet_else or error_only(stmt.orelse)
                 if quiet_body:
                     mark(stmt.body, 2)
                 if quiet_else:
                     mark(stmt.orelse, 2)
             elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
                 mark(stmt.body, 1)
+            elif isinstance(stmt, ast.Try):
+                for handler in stmt.handlers:  # runs when something failed
+                    mark(handler.body, 2)
             elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
                 self._note_types(stmt, types, cls)
             for field in ("body", "orelse", "finalbody"):
