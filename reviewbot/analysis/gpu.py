@@ -693,6 +693,18 @@ def _fallback_guard(node: ast.If, optional: frozenset[str]) -> tuple[bool, bool]
     return (True, False) if isinstance(test.ops[0], ast.Is) else (False, True)
 
 
+def _missing_argument(test: ast.expr, optional: frozenset[str]) -> bool | None:
+    """For ``p is None`` (True) or ``p is not None`` (False) of a parameter ``p=None``: which
+    branch runs when a caller left the argument out; None for any other test."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            isinstance(test.ops[0], (ast.Is, ast.IsNot)) and \
+            isinstance(test.comparators[0], ast.Constant) and \
+            test.comparators[0].value is None and isinstance(test.left, ast.Name) and \
+            test.left.id in optional:
+        return isinstance(test.ops[0], ast.Is)
+    return None
+
+
 def _once_guard(node: ast.If) -> bool:
     """``if self.x is None: ... self.x = ...``: the block fills a cache once."""
     test = node.test
@@ -1840,6 +1852,9 @@ class FunctionWalker:
             return UNKNOWN_L
         if isinstance(node, ast.IfExp):
             quiet = guard_of(node.test)
+            missing = _missing_argument(node.test, self.optional)
+            if missing is not None:  # `lens_host if lens_host is not None else lens.tolist()`
+                quiet = (quiet[0] or missing, quiet[1] or not missing)
             if not quiet[0]:
                 self.condition(node.test)
             self.allowed += quiet[0]
