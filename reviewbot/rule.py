@@ -157,13 +157,21 @@ class CstRule(Rule):
     ``CANDIDATES`` gates the parse: the names (calls, attributes, statements) the rule
     matches; a file whose text holds none of them is not parsed with LibCST for it. None:
     every file. ``HOT_ONLY``: the rule reports only inside hot functions, so a file with
-    none (of its own or through the project's link) is skipped too.
+    none (of its own or through the project's link) is skipped too, and so is the body of
+    every function that is not hot. ``LOCAL_CANDIDATES``: the rule reports only inside a
+    function whose own text holds a candidate (the node it matches spells it), so the
+    other functions are not walked for it.
     """
 
     kind = "cst"
     METADATA_DEPENDENCIES: ClassVar[tuple[Any, ...]] = ()
     CANDIDATES: ClassVar[tuple[str, ...] | None] = None
     HOT_ONLY: ClassVar[bool] = False
+    LOCAL_CANDIDATES: ClassVar[bool] = False
+    # The rule reads and reports nothing outside the functions it is active in (by
+    # HOT_ONLY and LOCAL_CANDIDATES), and reads only reviewbot's providers: the engine may
+    # parse those functions alone instead of the module.
+    FUNCTION_LOCAL: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

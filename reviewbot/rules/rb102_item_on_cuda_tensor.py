@@ -1,10 +1,9 @@
 """RB102 item-on-cuda-tensor."""
 
 import ast
-from typing import Any
 
-from reviewbot.analysis.gpu import Site
-from reviewbot.context import FileContext
+import libcst as cst
+
 from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
 
@@ -75,7 +74,7 @@ class ItemOnCudaTensor(SyncRule):
     consequence = ("the host waits for all queued GPU work before the next step can be "
                    "queued; keep the value on the GPU or read it with an event-synced "
                    "pinned copy")
-    sync_words = ("item",)
+    CANDIDATES = ("item",)
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [
@@ -96,13 +95,26 @@ class ItemOnCudaTensor(SyncRule):
                 message_contains="device unknown"),
     ]
 
-    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.method_name(node) != "item":
+            return
+        chain = self.reporting_here()
+        if chain is False:
+            return
+        receiver = self.receiver(node)
+        if not self.reportable(receiver) or self.allowed(node):
+            return
+        assert receiver is not None and isinstance(node.func, cst.Attribute)
+        self.report_sync(node, f"`.item()` on `{self.short(node.func.value)}`",
+                         receiver.kind, receiver.evidence, chain)
+
+    def fix_for(self, node: cst.CSTNode) -> Fix | None:
         """A safe fix for a 0-d tensor; a display-only suggestion otherwise."""
-        call = self.call_at(ctx, site, analysis)
+        call = self.ast_call(node) if isinstance(node, cst.Call) else None
         if call is None or not isinstance(call.func, ast.Attribute) or call.args:
             return None
         tensor = call.func.value
         if _zero_dimensional(tensor):
-            return self.event_sync_fix(ctx, site, analysis, call, tensor, "`.item()`")
+            return self.event_sync_fix(call, tensor, "`.item()`")
         return Fix("display", "Keep the value on the GPU (torch.where, clamp, masks), or "
                    "read it once per step with an event-synced pinned copy")
