@@ -60,11 +60,14 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Source that the rule must report, at ``line`` when given."""
+    """Source that the rule must report, at ``line`` when given; ``expected_fix``: the
+    source once ``reviewbot fix`` has applied the rule's fixes (the test suite applies them
+    and compares, and checks that a second run changes nothing)."""
 
     code: str
     line: int | None = None
     message_contains: str | None = None
+    expected_fix: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     path: str = "example.py"
     # Entries of a `reviewbot trace` document to check the source against (RB108).

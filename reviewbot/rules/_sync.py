@@ -357,8 +357,32 @@ class SyncRule(CstRule):
         index = self._function_index()
         return index["parents"].get(node) if index is not None else None
 
-    def event_sync_fix(self, replaced: ast.Call, tensor: ast.expr, what: str) -> Fix | None:
-        """Replace ``replaced`` by a call of the event-sync helper on ``tensor``."""
+    def event_sync_fix(self, replaced: ast.Call, tensor: ast.expr, what: str,
+                       receiver: cst.BaseExpression) -> Fix | None:
+        """Replace ``replaced`` by a call of the event-sync helper on ``tensor``: a LibCST
+        call around the rule's own ``receiver`` node, so that a receiver written over
+        several lines (with its comments) is kept as it is."""
+        from libcst._nodes.internal import CodegenState
+
+        from reviewbot.source import split_lines
+
+        module = self.ctx.metadata_wrapper().module
+        argument = receiver.with_changes(lpar=(), rpar=()) if receiver.lpar else receiver
+        # A continuation line of the receiver is indented from its statement's block.
+        statement: ast.AST | None = replaced
+        while statement is not None and not isinstance(statement, ast.stmt):
+            statement = self.ast_parent(statement)
+        line = split_lines(self.ctx.text)[statement.lineno - 1] if statement is not None \
+            else ""
+        indent = line[:len(line) - len(line.lstrip(" \t"))]
+
+        def render(callee: str) -> str:
+            call = cst.Call(func=cst.parse_expression(callee), args=[cst.Arg(value=argument)])
+            state = CodegenState(default_indent=module.default_indent, default_newline="\n",
+                                 indent_tokens=[indent] if indent else [])
+            call._codegen(state)
+            return "".join(state.tokens)  # edits take the file's newlines when applied
+
         from reviewbot.fixes.event_sync import EventSyncFixer
 
         ctx = self.ctx
@@ -371,7 +395,8 @@ class SyncRule(CstRule):
         func = ctx.gpu.functions.get(self._analysed()[0])
         if func is None:
             return None
-        return fixer.fix(replaced, tensor, func.node, func.cls.node if func.cls else None, what)
+        return fixer.fix(replaced, tensor, func.node, func.cls.node if func.cls else None, what,
+                         render)
 
 
 def condition_leaves(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

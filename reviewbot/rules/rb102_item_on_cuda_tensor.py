@@ -26,6 +26,27 @@ def _zero_dimensional(expr: ast.expr) -> bool:
 from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
 
 
+# A class that already has the event-synced readback helper: the fix calls it.
+_WITH_HELPER = """import torch
+
+
+class ModelRunner:
+    def __init__(self):
+        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
+        self.event = torch.cuda.Event()
+
+    def execute_model(self, logits):
+        ids = logits.cuda().argmax(-1)
+{body}
+    def _to_list(self, t):
+        pinned = self.pinned[: t.numel()].view(t.shape)
+        pinned.copy_(t, non_blocking=True)
+        self.event.record()
+        self.event.synchronize()
+        return pinned.tolist()
+"""
+
+
 class ItemOnCudaTensor(SyncRule):
     """`.item()` on a CUDA tensor in a hot path.
 
@@ -93,6 +114,8 @@ class ItemOnCudaTensor(SyncRule):
         Invalid("import torch\nclass R:\n    def execute_model(self, d):\n"
                 "        return d.item()\n", line=4, options={"include-unknown": True},
                 message_contains="device unknown"),
+        Invalid(_WITH_HELPER.format(body="        return ids.sum().item()\n"), line=11,
+                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids.sum())\n")),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -115,6 +138,7 @@ class ItemOnCudaTensor(SyncRule):
             return None
         tensor = call.func.value
         if _zero_dimensional(tensor):
-            return self.event_sync_fix(call, tensor, "`.item()`")
+            assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            return self.event_sync_fix(call, tensor, "`.item()`", node.func.value)
         return Fix("display", "Keep the value on the GPU (torch.where, clamp, masks), or "
                    "read it once per step with an event-synced pinned copy")
