@@ -152,7 +152,7 @@ class Checker:
             job.phase == ALL_RULES or (job.phase == PROJECT_RULES) == r.project_facts)]
         if not self.use_triggers:
             return rules
-        return [r for r in rules if (not self.cst_gate and issubclass(r, CstRule)) or _admits(
+        return [r for r in rules if (not self.cst_gate and _ungated(r, text)) or _admits(
             r, text, settings.get(r.code, {}), self.packs, bool(job.linked_hot))]
 
     def _gate(self, text: str, ignored: set[str], config: int = 0) -> tuple[bool, bool]:
@@ -161,7 +161,7 @@ class Checker:
             return True, True
         settings = self.configs[config].settings
         rules = [r for r in self._of(config)[0] if r.project_facts and r.code not in ignored]
-        if not self.cst_gate and any(issubclass(r, CstRule) for r in rules):
+        if not self.cst_gate and any(_ungated(r, text) for r in rules):
             return True, True
         own = any(_admits(r, text, settings.get(r.code, {}), self.packs, False) for r in rules)
         linked = own or any(_admits(r, text, settings.get(r.code, {}), self.packs, True)
@@ -323,6 +323,13 @@ class Checker:
         except RecursionError as exc:
             for rule in instances:
                 _crash(ctx, type(rule), exc, "while walking the tree")
+
+
+def _ungated(rule: type[Rule], text: str) -> bool:
+    """With the LibCST gate off: a LibCST rule runs on every file that holds its trigger
+    words (a precondition of its findings, as for every rule, not a part of the gate)."""
+    return issubclass(rule, CstRule) and (
+        rule.triggers is None or any(word in text for word in rule.triggers))
 
 
 def _active_in(rules: Sequence[Any], hot: bool, text: str | None) -> list[Any]:
