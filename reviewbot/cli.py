@@ -1251,7 +1251,7 @@ def run_rules(args: argparse.Namespace, out: TextIO) -> int:
 
 _KIND_WORDS = {
     "internal": "reported by the engine itself",
-    "analysis": "filters the sites that the ast device and buffer analysis records",
+    "analysis": "filters what the ast buffer analysis (or a runtime trace) records",
     "ast": "reads CPython's ast of the file",
     "cst": "a LibCST visitor reading the analysis's facts as metadata",
 }

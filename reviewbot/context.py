@@ -128,8 +128,10 @@ class FileContext:
         end_column: int | None = None,
         fix: Any = None,
         details: dict[str, Any] | None = None,
+        severity: Any = None,
     ) -> None:
-        """Record a finding of ``rule`` at 1-based positions."""
+        """Record a finding of ``rule`` at 1-based positions (at the rule's severity unless
+        ``severity`` says otherwise)."""
         self.findings.append(
             Finding(
                 code=rule.code,
@@ -140,19 +142,20 @@ class FileContext:
                 column=column,
                 end_line=end_line if end_line is not None else line,
                 end_column=end_column if end_column is not None else column,
-                severity=rule.severity,
+                severity=severity or rule.severity,
                 fix=fix,
                 details=tuple(sorted((details or {}).items())),
             )
         )
 
-    def report_node(self, rule: "Rule", node: Any, message: str, fix: Any = None) -> None:
+    def report_node(self, rule: "Rule", node: Any, message: str, fix: Any = None,
+                    severity: Any = None) -> None:
         """Record a finding at a LibCST node's position (computed for the function being
         walked only, not for the whole tree: see reviewbot.providers.FileFacts.position)."""
         pos = self.metadata_wrapper().facts.position(node)
         # LibCST columns are 0-based; reports are 1-based.
         self.report(rule, message, pos.start.line, pos.start.column + 1,
-                    pos.end.line, pos.end.column + 1, fix)
+                    pos.end.line, pos.end.column + 1, fix, severity=severity)
 
     def add_fact(self, code: str, data: Any) -> None:
         """Keep data for a rule's run-level :meth:`Rule.finish` (must be picklable)."""

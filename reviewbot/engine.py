@@ -94,6 +94,10 @@ class Checker:
     """Checks single files; lives in each worker process. A file is checked with the
     configuration its job names among ``configs`` (the first is ``config``, the run's)."""
 
+    # Off only to measure that the LibCST gate is exact (benchmarks/cst_equivalence.py):
+    # every LibCST rule then runs on every file that parses, and walks every function.
+    cst_gate = True
+
     def __init__(self, config: Config, packs: PackData,
                  rules: Sequence[type[Rule]] | None = None, use_triggers: bool = True,
                  configs: Sequence[Config] = ()) -> None:
@@ -148,8 +152,8 @@ class Checker:
             job.phase == ALL_RULES or (job.phase == PROJECT_RULES) == r.project_facts)]
         if not self.use_triggers:
             return rules
-        return [r for r in rules if _admits(r, text, settings.get(r.code, {}), self.packs,
-                                            bool(job.linked_hot))]
+        return [r for r in rules if (not self.cst_gate and _ungated(r, text)) or _admits(
+            r, text, settings.get(r.code, {}), self.packs, bool(job.linked_hot))]
 
     def _gate(self, text: str, ignored: set[str], config: int = 0) -> tuple[bool, bool]:
         """Whether the project rules can apply to this text (see ``FileResult.gate``)."""
@@ -157,6 +161,8 @@ class Checker:
             return True, True
         settings = self.configs[config].settings
         rules = [r for r in self._of(config)[0] if r.project_facts and r.code not in ignored]
+        if not self.cst_gate and any(_ungated(r, text) for r in rules):
+            return True, True
         own = any(_admits(r, text, settings.get(r.code, {}), self.packs, False) for r in rules)
         linked = own or any(_admits(r, text, settings.get(r.code, {}), self.packs, True)
                             for r in rules)
@@ -253,12 +259,24 @@ class Checker:
                        settings: Any = None) -> None:
         import libcst
 
-        if self.use_triggers:
+        gated = self.use_triggers and self.cst_gate
+        wrapper = None
+        if gated:
             rules = _with_a_hot_candidate(ctx, rules)
             if not rules:
                 return  # no LibCST parse at all
+            local = _function_local(ctx, rules)
+            if local is not None:
+                if not local:
+                    return  # no function where a rule can report
+                from reviewbot.providers import parse_functions
+
+                wrapper = parse_functions(ctx, local)
+                if wrapper is not None:
+                    ctx._wrapper = wrapper
         try:
-            wrapper = ctx.metadata_wrapper()
+            if wrapper is None:
+                wrapper = ctx.metadata_wrapper()
         except libcst.ParserSyntaxError as exc:
             ctx.report(SyntaxErrorRule, f"Syntax error (LibCST): {exc.message}",
                        exc.raw_line, exc.raw_column + 1)
@@ -272,7 +290,7 @@ class Checker:
         for rule_cls in rules:
             providers.update(rule_cls.METADATA_DEPENDENCIES)
         try:
-            metadata = wrapper.resolve_many(providers)
+            metadata = _resolve(wrapper, providers)
         except Exception as exc:
             for rule_cls in rules:
                 _crash(ctx, rule_cls, exc, "while computing metadata")
@@ -290,22 +308,74 @@ class Checker:
         from reviewbot.cst_dispatch import BatchedVisitor
 
         facts = wrapper.facts
-        cold = None
-        if instances and all(type(rule).HOT_ONLY for rule in instances):
-            def cold(node: Any) -> bool:
-                try:
-                    hot = facts.hot_chain(node) is not None or any(
-                        facts.hot_chain(f) is not None for f in facts.walking[:-1])
-                except Exception:  # the rules report the analysis's failure as they read it
-                    return False
-                return not hot
+
+        def active(func: Any) -> list[CstRule]:
+            """The rules that can report in a module-level function or method."""
+            info = facts.function_info(func)
+            return _active_in(instances, facts.hot_chain(func) is not None,
+                              info.summary.text if info is not None else None)
+
         visitor = BatchedVisitor(instances, lambda rule, exc: _crash(ctx, type(rule), exc),
-                                 facts.walking, cold)
+                                 facts.walking, active if gated else None)
         try:
-            wrapper.module.visit(visitor)
+            for root in wrapper.roots:
+                visitor.walk(root)
         except RecursionError as exc:
             for rule in instances:
                 _crash(ctx, type(rule), exc, "while walking the tree")
+
+
+def _ungated(rule: type[Rule], text: str) -> bool:
+    """With the LibCST gate off: a LibCST rule runs on every file that holds its trigger
+    words (a precondition of its findings, as for every rule, not a part of the gate)."""
+    return issubclass(rule, CstRule) and (
+        rule.triggers is None or any(word in text for word in rule.triggers))
+
+
+def _active_in(rules: Sequence[Any], hot: bool, text: str | None) -> list[Any]:
+    """The rules (or rule classes) that can report in a function: a hot one for
+    ``HOT_ONLY`` rules; one whose text holds a candidate for rules whose candidates are
+    ``LOCAL_CANDIDATES`` (``text`` None: not known, so it may)."""
+    chosen = []
+    for rule in rules:
+        kind = rule if isinstance(rule, type) else type(rule)
+        if kind.HOT_ONLY and not hot:
+            continue
+        if kind.LOCAL_CANDIDATES and kind.CANDIDATES is not None and text is not None and \
+                not any(word in text for word in kind.CANDIDATES):
+            continue
+        chosen.append(rule)
+    return chosen
+
+
+def _function_local(ctx: FileContext, rules: list[type[CstRule]]) -> list[Any] | None:
+    """When every rule reads and reports only inside the functions it is active in
+    (``FUNCTION_LOCAL``) and reads only reviewbot's providers: the analysis's functions
+    where one of them is (None: the whole module must be parsed)."""
+    from reviewbot.providers import AnalysisProvider
+
+    if not all(r.FUNCTION_LOCAL and all(isinstance(p, type) and issubclass(p, AnalysisProvider)
+                                         for p in r.METADATA_DEPENDENCIES) for r in rules):
+        return None
+    try:
+        analysis = ctx.gpu
+    except Exception:  # the rules report the analysis's failure as they read it
+        return None
+    return [info for qualname, info in analysis.functions.items()
+            if _active_in(rules, qualname in analysis.hot, info.summary.text)]
+
+
+def _resolve(wrapper: Any, providers: set[Any]) -> dict[Any, Any]:
+    """The metadata of every provider: reviewbot's own (each value computed when a rule
+    first reads it) without a walk of the tree, LibCST's through the wrapper."""
+    from reviewbot.providers import AnalysisProvider
+
+    ours = {p for p in providers if isinstance(p, type) and issubclass(p, AnalysisProvider)}
+    metadata: dict[Any, Any] = {p: p()._gen(wrapper) for p in ours}
+    others = providers - ours
+    if others:  # LibCST walks the whole tree for them, even for none
+        metadata.update(wrapper.resolve_many(others))
+    return metadata
 
 
 def _admits(rule: type[Rule], text: str, settings: Any, packs: Any, linked: bool) -> bool:
@@ -869,7 +939,7 @@ class Engine:
         unique: list[Finding] = []
         for finding in findings:
             key = (finding.path, finding.line, finding.column, finding.end_line,
-                   finding.end_column, finding.code)
+                   finding.end_column, finding.code, finding.message)
             if key not in seen:
                 seen.add(key)
                 unique.append(finding)

@@ -14,6 +14,15 @@ and asks ``self.get_metadata(DeviceProvider, node)``, as for any LibCST provider
   guard, the code after an early return for the unusual case).
 * :class:`SpanProvider`: a node -> its ``CodeRange``, as LibCST's ``PositionProvider``
   gives it.
+* :class:`ImportedNameProvider`: a name, attribute chain or call -> the qualified name the
+  module's imports give it (``torch.cuda.synchronize`` for ``t.cuda.synchronize`` after
+  ``import torch as t``; ``torch.cuda.current_stream().synchronize`` through a call).
+* :class:`AnalyzedFunctionProvider`: a ``FunctionDef`` -> the qualified name under which the
+  analysis knows it (``Runner.execute_model``); none for a function it does not index (a
+  closure is analysed with the function around it).
+* :class:`UnwaitedCopyProvider`: an expression that reads a host buffer while a
+  ``non_blocking`` copy into it is still unwaited -> :class:`UnwaitedCopy` (the buffer, the
+  copy's line).
 
 The facts come from CPython's ``ast``, which the analysis already parsed; a LibCST node is
 matched to them by its source span. LibCST's ``PositionProvider`` would compute the span
@@ -37,8 +46,9 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 if TYPE_CHECKING:
     from reviewbot.context import FileContext
 
-__all__ = ["DeviceFact", "DeviceProvider", "HotPathProvider", "SpanProvider",
-           "SyncAllowedProvider"]
+__all__ = ["AnalyzedFunctionProvider", "DeviceFact", "DeviceProvider", "HotPathProvider",
+           "ImportedNameProvider", "SpanProvider", "SyncAllowedProvider", "UnwaitedCopy",
+           "UnwaitedCopyProvider"]
 
 
 class DeviceFact(NamedTuple):
@@ -55,6 +65,14 @@ class DeviceFact(NamedTuple):
     evidence: str
     weak: bool = False
     boolean: bool = False
+
+
+class UnwaitedCopy(NamedTuple):
+    """A host read of ``buffer`` before anything waited for the ``non_blocking`` copy into
+    it at line ``copy_line``."""
+
+    buffer: str
+    copy_line: int
 
 
 _BLOCKS = ("body", "handlers", "cases", "orelse", "finalbody")  # in source order
@@ -108,7 +126,9 @@ class FileFacts:
     span of a node a rule asks about is computed from the innermost of them.
     """
 
-    def __init__(self, ctx: "FileContext", module: cst.Module) -> None:
+    def __init__(self, ctx: "FileContext", module: cst.Module,
+                 functions: list[tuple[cst.FunctionDef, cst.Module, Any]] | None = None
+                 ) -> None:
         self.ctx = ctx
         self.module = module
         self.walking: list[cst.FunctionDef] = []
@@ -117,7 +137,14 @@ class FileFacts:
         self._positions: dict[cst.CSTNode, CodeRange] = {}
         self._placed: set[int] = set()
         self._whole = False
+        # Each function parsed alone: its tree (for its default indentation and newline).
+        self._module_of: dict[int, cst.Module] = {}
+        if functions:
+            self._pairs = {f: info.node for f, _, info in functions}
+            self._module_of = {id(f): m for f, m, _ in functions}
+            self._whole = True  # no module to compute every span from
         self._lines: list[str] | None = None
+        self._aliases: dict[str, str] | None = None
         # How the spans were computed (the README's figures come from these).
         self.placed_functions = 0
         self.whole_module = False
@@ -200,9 +227,10 @@ class FileFacts:
             len(func.decorators[0].leading_lines) if func.decorators else 0)
         indent = text[:len(text) - len(stripped)]
         positions = _Positions()
+        module = self._module_of.get(id(func), self.module)
         func._codegen(PositionProvidingCodegenState(
-            default_indent=self.module.default_indent,
-            default_newline=self.module.default_newline, provider=positions,
+            default_indent=module.default_indent,
+            default_newline=module.default_newline, provider=positions,
             indent_tokens=[indent] if indent else [], line=start, column=0))
         name = positions._computed.get(func.name)
         if name is None or name.start.line != target.lineno:  # type: ignore[attr-defined]
@@ -226,25 +254,70 @@ class FileFacts:
                 pos.end.line, columns.offset(pos.end.line, pos.end.column))
 
     # Labels ---------------------------------------------------------------------------
-    def label(self, node: cst.CSTNode) -> Any:
-        """The analysis's (Label, sync allowed) of an expression, or None."""
-        gpu = self.ctx.gpu
-        info = None
+    def enclosing_info(self, node: cst.CSTNode) -> Any:
+        """The analysis's ``FunctionInfo`` of the function that holds ``node`` (the one
+        around a closure), or None."""
         for func in reversed(self.walking):  # closures are walked with the function
             info = self.function_info(func)
             if info is not None:
-                break
+                return info
+        line = self.position(node).start.line
+        inside = [i for i in self.ctx.gpu.functions.values()
+                  if i.node.lineno <= line <= (i.node.end_lineno or i.node.lineno)]
+        return max(inside, key=lambda i: i.node.lineno, default=None)
+
+    def label(self, node: cst.CSTNode) -> Any:
+        """The analysis's (Label, sync allowed) of an expression, or None."""
+        info = self.enclosing_info(node)
         if info is None:
-            line = self.position(node).start.line
-            inside = [i for i in gpu.functions.values()
-                      if i.node.lineno <= line <= (i.node.end_lineno or i.node.lineno)]
-            info = max(inside, key=lambda i: i.node.lineno, default=None)
-            if info is None:
-                return None
-        labels = gpu.labels_of(info.qualname)
+            return None
+        labels = self.ctx.gpu.labels_of(info.qualname)
         if labels is None:
             return None
         return labels.get(self.ast_span(node))
+
+    def unwaited(self, node: cst.CSTNode) -> UnwaitedCopy | None:
+        """The unwaited copy a host read of ``node`` comes too early for, or None. Only the
+        functions that make a ``non_blocking`` copy can hold one, and the analysis walks
+        all of them: no other function is walked for it."""
+        gpu = self.ctx.gpu
+        if not gpu.unwaited:
+            return None
+        info = self.enclosing_info(node)
+        reads = gpu.unwaited.get(info.qualname) if info is not None else None
+        if not reads:
+            return None
+        found = reads.get(self.ast_span(node))
+        return UnwaitedCopy(*found) if found is not None else None
+
+    # Names ----------------------------------------------------------------------------
+    def qualify(self, node: cst.CSTNode) -> str | None:
+        """The qualified name of a name, attribute chain or call, through the module's
+        import aliases (as ``reviewbot.analysis.gpu.Names.qualify`` for ``ast``)."""
+        if self._aliases is None:
+            names = self.ctx.gpu.names
+            if names is None:
+                from reviewbot.analysis.gpu import Names
+
+                names = Names(self.ctx.ast_tree)
+            self._aliases = names.aliases
+        parts: list[str] = []
+        while isinstance(node, cst.Attribute):
+            parts.append(node.attr.value)
+            node = node.value
+        if isinstance(node, cst.Call):
+            inner = self.qualify(node.func)
+            if inner is None:
+                return None
+            return ".".join([inner + "()", *reversed(parts)])
+        if not isinstance(node, cst.Name):
+            return None
+        head = self._aliases.get(node.value, node.value)
+        if not parts:
+            return head
+        parts.append(head)
+        parts.reverse()
+        return ".".join(parts)
 
 
 class _Lazy(Mapping):  # type: ignore[type-arg]
@@ -272,11 +345,57 @@ class _Lazy(Mapping):  # type: ignore[type-arg]
 
 
 class FactsWrapper(MetadataWrapper):
-    """The engine's MetadataWrapper: the module (not copied) and the file's facts."""
+    """The engine's MetadataWrapper: the module (not copied) and the file's facts.
 
-    def __init__(self, module: cst.Module, ctx: "FileContext") -> None:
+    ``roots`` are the trees the rules walk: the module, or (:func:`parse_functions`) the
+    functions, each parsed alone.
+    """
+
+    def __init__(self, module: cst.Module, ctx: "FileContext",
+                 functions: list[tuple[cst.FunctionDef, cst.Module, Any]] | None = None
+                 ) -> None:
         super().__init__(module, unsafe_skip_copy=True)
-        self.facts = FileFacts(ctx, module)
+        self.facts = FileFacts(ctx, module, functions)
+        self.roots: list[cst.CSTNode] = [f for f, _, _ in functions] if functions else [module]
+
+
+def parse_functions(ctx: "FileContext", infos: list[Any]) -> "FactsWrapper | None":
+    """Parse only the given functions of the analysis (``FunctionInfo``), each from its own
+    lines: a LibCST parse costs about ten times CPython's, and the rules that read nothing
+    outside the functions they report in need no more. A method keeps its indentation
+    (under an ``if 1:``), so that the lines of its strings stay what they are. None when
+    a function's text cannot be cut out exactly (a definition that shares its first line
+    with other code): parse the module."""
+    from reviewbot.source import split_lines
+
+    lines = split_lines(ctx.text)
+    newline = "\r\n" if "\r\n" in ctx.text else "\n"
+    parsed: list[tuple[cst.FunctionDef, cst.Module, Any]] = []
+    for info in sorted(infos, key=lambda i: i.node.lineno):
+        node = info.node
+        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        last = node.end_lineno or node.lineno
+        if not 0 < first <= last <= len(lines):
+            return None
+        chunk = lines[first - 1:last]
+        stripped = chunk[0].lstrip(" \t\f")
+        if not stripped.startswith("@" if node.decorator_list else ("def", "async")):
+            return None
+        indented = len(stripped) != len(chunk[0])
+        text = newline.join((["if 1:"] if indented else []) + chunk) + newline
+        try:
+            module = cst.parse_module(text)
+        except (cst.ParserSyntaxError, RecursionError, ValueError):
+            return None
+        outer = module.body[0] if len(module.body) == 1 else None
+        func = outer.body.body[0] if indented and isinstance(outer, cst.If) and isinstance(
+            outer.body, cst.IndentedBlock) and len(outer.body.body) == 1 else outer
+        if not isinstance(func, cst.FunctionDef) or func.name.value != node.name:
+            return None
+        parsed.append((func, module, info))
+    if not parsed:
+        return None
+    return FactsWrapper(parsed[0][1], ctx, parsed)
 
 
 class AnalysisProvider(BaseMetadataProvider[Any]):
@@ -352,3 +471,39 @@ class SpanProvider(AnalysisProvider):
             return None
 
 
+
+
+class ImportedNameProvider(AnalysisProvider):
+    """A name, attribute chain or call -> its qualified name through the module's imports."""
+
+    project_facts = False
+
+    def fact(self, facts: FileFacts, node: Any) -> str | None:
+        """The qualified name (None for an expression that is not a name or a chain)."""
+        if not isinstance(node, (cst.Name, cst.Attribute, cst.Call)):
+            return None
+        return facts.qualify(node)
+
+
+class AnalyzedFunctionProvider(AnalysisProvider):
+    """A ``FunctionDef`` -> the qualified name under which the analysis knows it."""
+
+    project_facts = False
+
+    def fact(self, facts: FileFacts, node: Any) -> str | None:
+        """The qualified name (None: a function the analysis does not index)."""
+        if not isinstance(node, cst.FunctionDef):
+            return None
+        info = facts.function_info(node)
+        return info.qualname if info is not None else None
+
+
+class UnwaitedCopyProvider(AnalysisProvider):
+    """An expression read on the host while a ``non_blocking`` copy into it is unwaited ->
+    :class:`UnwaitedCopy`."""
+
+    def fact(self, facts: FileFacts, node: Any) -> UnwaitedCopy | None:
+        """The copy (None: no copy in flight into what ``node`` reads)."""
+        if not isinstance(node, cst.BaseExpression):
+            return None
+        return facts.unwaited(node)

@@ -60,11 +60,14 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Source that the rule must report, at ``line`` when given."""
+    """Source that the rule must report, at ``line`` when given; ``expected_fix``: the
+    source once ``reviewbot fix`` has applied the rule's fixes (the test suite applies them
+    and compares, and checks that a second run changes nothing)."""
 
     code: str
     line: int | None = None
     message_contains: str | None = None
+    expected_fix: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     path: str = "example.py"
     # Entries of a `reviewbot trace` document to check the source against (RB108).
@@ -96,7 +99,7 @@ class Rule:
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
     # Which parser the rule reads, as `reviewbot rules` shows it: "cst" (a LibCST visitor),
-    # "ast" (CPython's ast), "analysis" (the sites the ast device analysis records), or
+    # "ast" (CPython's ast), "analysis" (what the ast buffer analysis records), or
     # "internal" (reported by the engine itself).
     kind: ClassVar[str] = "ast"
 
@@ -157,13 +160,21 @@ class CstRule(Rule):
     ``CANDIDATES`` gates the parse: the names (calls, attributes, statements) the rule
     matches; a file whose text holds none of them is not parsed with LibCST for it. None:
     every file. ``HOT_ONLY``: the rule reports only inside hot functions, so a file with
-    none (of its own or through the project's link) is skipped too.
+    none (of its own or through the project's link) is skipped too, and so is the body of
+    every function that is not hot. ``LOCAL_CANDIDATES``: the rule reports only inside a
+    function whose own text holds a candidate (the node it matches spells it), so the
+    other functions are not walked for it.
     """
 
     kind = "cst"
     METADATA_DEPENDENCIES: ClassVar[tuple[Any, ...]] = ()
     CANDIDATES: ClassVar[tuple[str, ...] | None] = None
     HOT_ONLY: ClassVar[bool] = False
+    LOCAL_CANDIDATES: ClassVar[bool] = False
+    # The rule reads and reports nothing outside the functions it is active in (by
+    # HOT_ONLY and LOCAL_CANDIDATES), and reads only reviewbot's providers: the engine may
+    # parse those functions alone instead of the module.
+    FUNCTION_LOCAL: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -84,3 +84,19 @@ def check_source(tmp_path: Path, source: str, rule: type[Rule],
     (tmp_path / "pyproject.toml").touch()  # the project root the trace's paths start from
     document = {"tool": "reviewbot trace", "schema_version": 1, "syncs": list(trace)}
     return attach(findings, parse(document), [file], tmp_path, config, Project(packs))
+
+
+def fix_source(tmp_path: Path, source: str, rule: type[Rule],
+               options: Mapping[str, Any] = {}, path: str = "example.py") -> Any:
+    """Fix one file of ``source`` as ``reviewbot fix`` does, with only ``rule`` enabled;
+    the ``FileFix`` (``new`` is the fixed text, ``error`` why there is none)."""
+    from reviewbot.fixer import Fixer
+
+    table: dict[str, Any] = {"select": [rule.code]}
+    if options:
+        table["rules"] = {rule.code: dict(options)}
+    config = build_config(table, None, "", tmp_path, Overrides())
+    config = dataclasses.replace(config, enabled=config.enabled | {rule.code})
+    packs = load_packs(config.rule_packs, config.root, None)
+    return Fixer(config, packs, registry.RULES, unsafe=rule.fix_safety == "unsafe").fix_text(
+        path, path, source)

@@ -16,7 +16,10 @@ from reviewbot.config import Overrides, build_config
 from reviewbot.engine import Checker, FileJob
 from reviewbot.packs import load_packs
 
-from conftest import FIXTURES
+from reviewbot.rules.rb101_tolist_on_cuda_tensor import TolistOnCudaTensor
+from reviewbot.rules.rb104_implicit_sync import ImplicitSync
+
+from conftest import FIXTURES, check_source
 
 
 def fnmatch_reference(qualname: str, patterns: tuple[str, ...]) -> bool:
@@ -101,7 +104,7 @@ class ModelRunner:
 """
 
 
-def test_a_hot_callee_walked_for_its_return_is_not_walked_again(monkeypatch):
+def test_a_hot_callee_walked_for_its_return_is_not_walked_again(monkeypatch, tmp_path):
     walked: list[tuple[str, bool]] = []
     run = gpu.FunctionWalker.run
 
@@ -112,13 +115,21 @@ def test_a_hot_callee_walked_for_its_return_is_not_walked_again(monkeypatch):
     monkeypatch.setattr(gpu.FunctionWalker, "run", counting_run)
     source = textwrap.dedent(TWO_LEVELS)
     packs = load_packs(("pytorch", "inference-engines"), Path("."), None)
-    analysis = gpu.analyze(ast.parse(source), packs, source)
-    # One walk each: _sample's walk for its return value also found its sites.
+    analysis = gpu.analyze(ast.parse(source), packs, source, record_labels=True)
+    # One walk each: _sample's walk for its return value also recorded its labels.
     assert sorted(q for q, _ in walked if q != "ModelRunner.__init__") == [
         "ModelRunner._sample", "ModelRunner.execute_model"]
-    codes = sorted((site.code, site.function) for site in analysis.sites
-                   if site.label.kind == gpu.CUDA)
-    assert codes == [("RB101", "ModelRunner.execute_model"), ("RB104", "ModelRunner._sample")]
+    test = next(n for n in ast.walk(analysis.functions["ModelRunner._sample"].node)
+                if isinstance(n, ast.Compare))
+    span = (test.lineno, test.col_offset, test.end_lineno, test.end_col_offset)
+    assert analysis.labels["ModelRunner._sample"][span][0].kind == gpu.CUDA
+    walked.clear()
+    # And the rules read those labels: both findings, with no walk of _sample of their own.
+    found = [(f.code, f.line) for rule in (TolistOnCudaTensor, ImplicitSync)
+             for f in check_source(tmp_path, source, rule) if f.code == rule.code]
+    assert sorted(found) == [("RB101", 11), ("RB104", 14)]
+    assert sorted(q for q, _ in walked if q == "ModelRunner._sample") == [
+        "ModelRunner._sample"] * 2  # once per check, not again for the rule
 
 
 def test_a_checked_file_leaves_no_reference_cycles():

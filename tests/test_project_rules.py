@@ -15,7 +15,7 @@ import pytest
 
 from reviewbot import registry
 from reviewbot.context import FileContext
-from reviewbot.engine import _with_a_hot_candidate
+from reviewbot.engine import _active_in, _function_local, _with_a_hot_candidate
 from reviewbot.packs import load_packs
 from reviewbot.providers import (DeviceProvider, FileFacts, HotPathProvider,
                                  SyncAllowedProvider)
@@ -331,7 +331,18 @@ def gate_admits(rule: type[CstRule], example: Invalid) -> bool:
     if not rule.applies_to(example.code, settings, packs):
         return False
     ctx = FileContext(example.path, example.code, packs=packs)
-    return _with_a_hot_candidate(ctx, [rule]) == [rule]
+    if _with_a_hot_candidate(ctx, [rule]) != [rule]:
+        return False
+    if example.line is None or not (rule.HOT_ONLY or rule.LOCAL_CANDIDATES):
+        return True
+    # The function of the reported line is walked for the rule (and, for a rule that
+    # reads only inside its functions, parsed).
+    local = _function_local(ctx, [rule])
+    chosen = local if local is not None else [
+        info for qualname, info in ctx.gpu.functions.items()
+        if _active_in([rule], qualname in ctx.gpu.hot, info.summary.text)]
+    return any(info.node.lineno <= example.line <= (info.node.end_lineno or 0)
+               for info in chosen)
 
 
 def _cst_rules() -> list[type[CstRule]]:
@@ -360,6 +371,14 @@ def test_the_gate_check_can_fail():
     assert not gate_admits(rule, Invalid(RUNNER.replace("numpy", "tolist")))
     assert not gate_admits(rule, Invalid(COLD_CANDIDATE))
     assert gate_admits(rule, Invalid(COLD_CANDIDATE.replace("return x\n", "return x.numpy()\n")))
+    # A candidate of a function-local rule in another function than the reported one.
+    sync = registry.BY_CODE["RB101"]
+    two = ("import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
+           "        y = self.other(x)\n        return y.cuda()\n"
+           "    def other(self, y):\n        return y.tolist()\n")
+    assert gate_admits(sync, Invalid(two, line=7))
+    assert not gate_admits(sync, Invalid(two, line=5))
+    assert gate_admits(sync, Invalid(two.replace("y.cuda()", "y.cuda().tolist()"), line=5))
 
 
 class EveryNumpyCall(CstRule):

@@ -10,7 +10,7 @@ from reviewbot import registry
 from reviewbot.cli import rules_markdown
 from reviewbot.rule import Rule
 
-from conftest import REPO, check_source
+from conftest import REPO, check_source, fix_source
 
 SECTIONS = ["## What it does", "## Why is this bad?", "## Example", "## Use instead",
             "## Options", "## Fix safety"]
@@ -95,3 +95,27 @@ def test_every_rule_has_examples():
 def test_generated_rule_docs_are_current():
     # docs/rules.md is generated: `reviewbot rules --output-format markdown > docs/rules.md`
     assert (REPO / "docs" / "rules.md").read_text(encoding="utf-8") == rules_markdown()
+
+
+def _fixed_examples():
+    for rule in registry.RULES:
+        for i, example in enumerate(rule.INVALID):
+            if example.expected_fix is not None:
+                yield pytest.param(rule, example, id=f"{rule.code}-invalid-{i}")
+
+
+def test_every_rule_with_a_fix_states_its_fixed_code():
+    fixing = {r.code for r in registry.RULES if r.fix_safety in ("safe", "sometimes", "unsafe")}
+    stated = {r.code for r in registry.RULES if any(e.expected_fix for e in r.INVALID)}
+    assert fixing <= stated, sorted(fixing - stated)
+
+
+@pytest.mark.parametrize("rule,example", list(_fixed_examples()))
+def test_invalid_examples_fix_to_their_expected_code(tmp_path, rule, example):
+    fixed = fix_source(tmp_path, example.code, rule, example.options, example.path)
+    assert fixed.error is None
+    assert fixed.new == example.expected_fix
+    compile(fixed.new, example.path, "exec")
+    # The fix converges: the fixed code has nothing left to fix.
+    again = fix_source(tmp_path, fixed.new, rule, example.options, example.path)
+    assert again.error is None and again.new == fixed.new and not again.applied

@@ -1,7 +1,7 @@
 """Where a module's tensors live, which of its functions are hot, and where the host waits.
 
 One pass over CPython's ``ast`` of a module (it parses about ten times faster than
-LibCST, which keeps the RB1xx family cheap enough to run on every commit):
+LibCST, which keeps the sync rules cheap enough to run on every commit):
 
 * **Names**: import aliases, so ``import torch as t`` and ``from torch import cuda`` still
   resolve to ``torch.cuda.synchronize``.
@@ -12,7 +12,12 @@ LibCST, which keeps the RB1xx family cheap enough to run on every commit):
   with the reason (``output of self.sampler at line 120``), through assignments, tuple
   unpacking, arithmetic, indexing, method chains, ``torch.*`` calls, helper functions'
   returns, and ``self.`` attributes assigned anywhere in the class.
-* **Sites**: every place the host may wait on the GPU, tagged with the rule it belongs to.
+* **Copies in flight**: where a buffer that a ``non_blocking`` copy fills is read on the host
+  before anything waits for the copy.
+
+The analysis only labels: which call, test or index is a sync, and whether to report it,
+is each rule's own decision (``reviewbot/rules/rb1*.py``, reading these labels through
+``reviewbot.providers``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from reviewbot.packs import PackData
-from reviewbot.source import Columns
 
 CUDA, CPU, VALUE, UNKNOWN = "cuda", "cpu", "value", "unknown"
 # An instance of a project class whose fields are declared (its why: the class's key).
@@ -107,20 +111,6 @@ _NOT_BOOLEAN_RESULTS = frozenset({
     "multinomial", "gather", "index_select", "clamp", "arange"})
 
 
-@dataclass(frozen=True)
-class Site:
-    """A place where the host may wait on the GPU, for one rule."""
-
-    code: str
-    line: int
-    column: int  # 1-based, in characters (Columns), as every finding counts
-    end_line: int
-    end_column: int  # 1-based, in characters, exclusive
-    function: str  # qualified name of the enclosing function
-    what: str  # "`.tolist()` on sampled_token_ids"
-    label: Label  # the tensor's label (its why says why it is on the GPU)
-
-
 # Every pattern below starts with a literal (or a one-character set) so that Python's re
 # scans for it quickly: a leading `\b` or an alternation makes a scan up to 30 times slower.
 # A word boundary before a word is checked by a lookbehind once the word is found.
@@ -130,14 +120,14 @@ _SELF_CALL = re.compile(r"\.(?:(?<=self\.)|(?<=cls\.)|(?<=\)\.))(\w+)\s*\(")
 _OPERATORS = ("==", "!=", "<", "~", "logical_", "isnan", "isinf", "non_blocking", "mask",
               "equal(")
 _GREATER = re.compile(r">(?<!->)").search  # a comparison, not a return annotation
-# Text without which a function holds no site: sync calls, data-dependent ops, tests and
+# Text without which a function holds no sync: sync calls, data-dependent ops, tests and
 # comparisons (conditions, masks), non_blocking copies, and copies onto the GPU.
 _CANDIDATE_TESTS = (
     re.compile(r"if(?<=\bif)\b").search,
     lambda text: any(operator in text for operator in _OPERATORS) or None,
     re.compile(r"[wao](?<=\b[wao])(?:(?<=w)hile|(?<=a)(?:ssert|nd)|(?<=o)r)\b").search,
     _GREATER,
-    lambda text: ("tensor(" in text and "device" in text) or None,  # RB107
+    lambda text: ("tensor(" in text and "device" in text) or None,  # a copy onto the GPU
     re.compile(r"\.(?:tolist|item|cpu|cuda|numpy|to|copy_|synchronize|nonzero|unique|"
                r"unique_consecutive|masked_select|argwhere|repeat_interleave|bool|any|all|eq|"
                r"ne|gt|lt|ge|le|isin)\s*\(").search,
@@ -165,7 +155,7 @@ class Summary:
 
     @property
     def candidate(self) -> bool:
-        """Whether the text could hold a site."""
+        """Whether the text could hold a sync."""
         def search() -> bool:
             body = self.text.split(":", 1)[-1] if self.text.lstrip().startswith(
                 ("def", "async")) else self.text
@@ -259,7 +249,6 @@ class ClassInfo:
 class GpuAnalysis:
     """The result for one module."""
 
-    sites: list[Site]
     hot: dict[str, list[str]]  # function qualname -> the chain of calls that makes it hot
     functions: dict[str, FunctionInfo]
     classes: list[ClassInfo] = field(default_factory=list, repr=False)
@@ -269,6 +258,18 @@ class GpuAnalysis:
     labels: dict[str, dict[tuple[int, int, int, int], tuple[Label, bool]]] = field(
         default_factory=dict, repr=False)
     analyzer: "ModuleAnalyzer | None" = field(default=None, repr=False)
+    # Each walked function's host reads of a buffer while a non_blocking copy into it is
+    # still unwaited, by the read's ast span -> (the buffer, the copy's line).
+    unwaited: dict[str, dict[tuple[int, int, int, int], tuple[str, int]]] = field(
+        default_factory=dict, repr=False)
+    # The module's import aliases (those of its functions' own imports included).
+    names: "Names | None" = field(default=None, repr=False)
+
+    def unwaited_of(self, qualname: str) -> dict[tuple[int, int, int, int], tuple[str, int]]:
+        """A function's reads of buffers whose non_blocking copy is unwaited (walking it
+        now, as :meth:`labels_of` does, when the analysis did not)."""
+        self.labels_of(qualname)
+        return self.unwaited.get(qualname, {})
 
     def labels_of(self, qualname: str) -> dict[tuple[int, int, int, int],
                                                tuple[Label, bool]] | None:
@@ -281,7 +282,10 @@ class GpuAnalysis:
         func = self.functions.get(qualname)
         if func is None:
             return None
-        self.labels[qualname] = recorded = self.analyzer.walk_for_labels(func)
+        walker = self.analyzer.walk_for_labels(func)
+        self.labels[qualname] = recorded = walker.recorded or {}
+        if walker.unwaited:
+            self.unwaited[qualname] = walker.unwaited
         return recorded
 
     def release(self) -> None:
@@ -293,6 +297,7 @@ class GpuAnalysis:
         for cls in self.classes:
             cls.methods.clear()
         self.labels.clear()
+        self.unwaited.clear()
         self.analyzer = None
 
 
@@ -970,10 +975,10 @@ class ModuleAnalyzer:
         # (`image_spatial_crop` of `images_spatial_crop`).
         self.kept_singular = frozenset(map(_singular, self.kept_on_cpu))
         self.source = Source(text)
-        self.columns = Columns(text)  # sites are reported in characters, not bytes
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
-        # Lines that spell non_blocking: only functions holding one can hold an RB106 site
+        # Lines that spell non_blocking: only functions holding one can read a buffer while
+        # a copy into it is in flight
         # (None: find them in the text).
         if non_blocking_lines is None:
             non_blocking_lines = [
@@ -993,7 +998,7 @@ class ModuleAnalyzer:
         self._mros: dict[str, list[ClassInfo]] = {}
         self._returns_active: set[str] = set()
         self._cut_short = 0  # return labels that a recursive call left unknown
-        # Functions walked for their sites, and the walks already made with given arguments.
+        # Functions walked to label them, and the walks already made with given arguments.
         self._reporting: set[str] = set()
         self._report_walks: dict[str, list[tuple[dict[str, Label], FunctionWalker]]] = {}
         self._index(tree.body, None, "")
@@ -1317,7 +1322,7 @@ class ModuleAnalyzer:
             self._returns[key] = UNKNOWN_L
             return UNKNOWN_L
         self._returns_active.add(key)
-        # A function that is walked for its sites anyway records them now: when its callers
+        # A function that is walked for its labels anyway records them now: when its callers
         # then agree on these same arguments, that walk is not repeated (see analyze()).
         report = func.qualname in self._reporting
         cut_short = self._cut_short
@@ -1347,7 +1352,7 @@ class ModuleAnalyzer:
                    for qual in self.names.aliases.values())
 
     def _needing_walk(self, hot: list[FunctionInfo]) -> set[str]:
-        """Hot functions that may hold a site, and those that call one (to label its
+        """Hot functions that may hold a sync, and those that call one (to label its
         parameters)."""
         callers: dict[str, list[str]] = {}
         for func in hot:
@@ -1363,7 +1368,7 @@ class ModuleAnalyzer:
         return needed
 
     def analyze(self) -> GpuAnalysis:
-        """Hot paths and sites of the whole module."""
+        """Hot paths and labels of the whole module."""
         try:
             analysis = self._analyze()
         finally:
@@ -1371,27 +1376,28 @@ class ModuleAnalyzer:
         if self.record_labels and not self.non_cuda():
             analysis.labels = self.recorded
             analysis.analyzer = self
+        analysis.names = self.names
         return analysis
 
-    def walk_for_labels(self, func: FunctionInfo) -> dict[tuple[int, int, int, int],
-                                                          tuple[Label, bool]]:
-        """Walk a function the analysis did not walk for its sites, recording its labels
-        (its parameters as its callers in the module passed them, when they were walked)."""
+    def walk_for_labels(self, func: FunctionInfo) -> "FunctionWalker":
+        """Walk a function the analysis did not walk, recording its labels (its parameters
+        as its callers in the module passed them, when they were walked)."""
         self.prepare_classes([func])
         walker = FunctionWalker(self, func, report=True)
         walker.run()
-        return walker.recorded if walker.recorded is not None else {}
+        return walker
 
     def _analyze(self) -> GpuAnalysis:
-        """Hot paths and sites of the whole module.
+        """Hot paths and the labels of the whole module.
 
-        Only what can hold a finding is walked: hot functions (RB101-RB105) and functions
-        that make a ``non_blocking`` copy (RB106), with the attributes of their classes.
+        Only what can hold a finding is walked: hot functions whose text holds a sync-prone
+        call, a test or a comparison, and functions that make a ``non_blocking`` copy, with
+        the attributes of their classes.
         Hot functions are walked callers first, so that each one's parameters are labelled
         by what its callers pass (when every call site agrees) before it is walked.
         """
         if self.non_cuda():
-            return GpuAnalysis([], {}, self.functions, self.all_classes)
+            return GpuAnalysis({}, self.functions, self.all_classes)
         hot = self.hot_paths()
         lines = sorted(self.non_blocking_lines)
         async_copiers = [f for f in self.functions.values() if lines and f.qualname not in hot
@@ -1399,10 +1405,10 @@ class ModuleAnalyzer:
         needed = self._needing_walk([self.functions[q] for q in hot])
         relevant = [self.functions[q] for q in hot if q in needed] + async_copiers
         if not relevant:
-            return GpuAnalysis([], hot, self.functions, self.all_classes)
+            return GpuAnalysis(hot, self.functions, self.all_classes)
         self.prepare_classes(relevant)
         self._reporting = {func.qualname for func in relevant}
-        sites: list[Site] = []
+        unwaited: dict[str, dict[tuple[int, int, int, int], tuple[str, int]]] = {}
         calls: dict[str, dict[str, list[Label]]] = {}
         for func in relevant:  # hot_paths() lists callers before callees
             passed = calls.get(func.qualname, {})
@@ -1419,17 +1425,18 @@ class ModuleAnalyzer:
             if walker is None:
                 walker = FunctionWalker(self, func, report=True)
                 walker.run()
-            sites.extend(walker.sites)
+            if walker.unwaited:
+                unwaited[func.qualname] = walker.unwaited
             if walker.recorded is not None:
                 self.recorded[func.qualname] = walker.recorded
             for callee, labels in walker.call_args:
                 for param, label in labels.items():
                     calls.setdefault(callee, {}).setdefault(param, []).append(label)
-        return GpuAnalysis(sites, hot, self.functions, self.all_classes)
+        return GpuAnalysis(hot, self.functions, self.all_classes, unwaited=unwaited)
 
 
 class FunctionWalker:
-    """Walks one function's statements in order, labelling names and recording sites."""
+    """Walks one function's statements in order, labelling names and expressions."""
 
     def __init__(self, module: ModuleAnalyzer, func: FunctionInfo, report: bool,
                  seed: dict[str, Label] | None = None) -> None:
@@ -1439,7 +1446,8 @@ class FunctionWalker:
         self.optional = optional_parameters(func.node) if isinstance(
             func.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else frozenset()
         self.env: dict[str, Label] = {}
-        self.sites: list[Site] = []
+        # Host reads of a buffer whose non_blocking copy nobody waited for (reporting walks).
+        self.unwaited: dict[tuple[int, int, int, int], tuple[str, int]] = {}
         self.returns: list[Label] = []
         self.self_assignments: dict[str, list[Label]] = {}
         self.pending: dict[str, int] = {}  # buffer -> line of its unsynchronised async copy
@@ -1453,7 +1461,10 @@ class FunctionWalker:
         self.recorded: dict[tuple[int, int, int, int], tuple[Label, bool]] | None = None
         if report and module.record_labels:
             self.recorded = {}
-            self.label = self._recording_label  # type: ignore[method-assign]
+            if type(self) is FunctionWalker:
+                # A class of its own, not a bound method kept on the instance: that would be
+                # a reference cycle, keeping the tree alive until the cyclic collector runs.
+                self.__class__ = _RecordingWalker
         cls = func.cls
         args = func.node.args
         passed = seed if seed is not None else module.params.get(func.qualname, {})
@@ -1490,15 +1501,6 @@ class FunctionWalker:
         return self.m._annotated_tensor(annotation)
 
     # Plumbing -----------------------------------------------------------------------
-    def site(self, code: str, node: ast.AST, what: str, label: Label) -> None:
-        """Record a site (in the reporting pass, outside sync-allowed blocks)."""
-        if not self.report or (self.allowed and code != "RB106"):
-            return
-        if label.kind not in (CUDA, UNKNOWN) and code not in ("RB105", "RB106", "RB107"):
-            return  # a host value or tensor: no rule reports it
-        self.sites.append(Site(code, *self.m.columns.span(node), self.func.qualname, what,
-                               label))
-
     def run(self) -> None:
         """Walk the function body."""
         self.block(self.func.node.body)
@@ -1551,7 +1553,7 @@ class FunctionWalker:
 
         ``host_in_first``: names the first block knows are not on the GPU (``if not
         t.is_cuda:``); ``known_in_first``: labels a test proves for the first block
-        (``isinstance(x, Batch)``); ``quiet``: blocks whose sites are not reported."""
+        (``isinstance(x, Batch)``); ``quiet``: blocks where a sync is taken to be intended."""
         before = self.env  # never written from here on: each block gets its own copy
         results = []
         for index, body in enumerate(bodies):
@@ -1604,14 +1606,8 @@ class FunctionWalker:
                 for t in target.elts:
                     self.bind(t.value if isinstance(t, ast.Starred) else t, part)
         elif isinstance(target, ast.Subscript):
-            base = self.label(target.value, write=True)
-            index = self.label(target.slice)
-            if base.kind == CUDA and index.kind == CUDA and index.boolean and \
-                    label.kind in (CUDA, CPU):
-                # x[mask] = tensor: the values are scattered to where the mask is true, a
-                # count the host needs (a Python scalar is a masked_fill, which does not).
-                self.site("RB104", target, f"boolean-mask assignment `{_short(target)} = ...` "
-                          "with a tensor value (its size depends on the data)", base)
+            self.label(target.value, write=True)
+            self.label(target.slice)
 
     # Statements ---------------------------------------------------------------------
     def stmt(self, node: ast.stmt) -> None:
@@ -1762,26 +1758,11 @@ class FunctionWalker:
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             self.condition(test.operand)
             return
-        label = self.label(test)
-        if label.kind == CUDA:
-            kind = "a comparison of a CUDA tensor" if isinstance(test, ast.Compare) \
-                else f"the CUDA tensor `{_short(test)}`"
-            self.site("RB104", test, f"{kind} used as a condition", label)
+        self.label(test)
 
     # Expressions --------------------------------------------------------------------
-    def _recording_label(self, node: ast.expr, read: bool = False,
-                         write: bool = False) -> Label:
-        """:meth:`label`, keeping the result by the node's span (set on the instance only
-        when labels are recorded, so that the usual walk pays nothing for it)."""
-        result = FunctionWalker.label(self, node, read, write)
-        assert self.recorded is not None
-        self.recorded[(node.lineno, node.col_offset, node.end_lineno or node.lineno,
-                       node.end_col_offset if node.end_col_offset is not None
-                       else node.col_offset)] = (result, self.allowed > 0)
-        return result
-
     def label(self, node: ast.expr, read: bool = False, write: bool = False) -> Label:
-        """The label of an expression; records the sites inside it."""
+        """The label of an expression (and of the expressions inside it)."""
         if self.pending and (read or not write):
             self._check_pending_read(node, read)
         kind = type(node)  # the commonest node types first: this runs for every expression
@@ -1842,13 +1823,10 @@ class FunctionWalker:
             result = combine(labels)
             return result.but(boolean=True) if result.kind in (CUDA, CPU) else result
         if isinstance(node, ast.BoolOp):
-            # As a value (`x = a and t`), only the operands before the last are tested;
-            # the last is returned as it is (a condition tests it too: see condition()).
-            for index, value in enumerate(node.values):
-                label = self.label(value)
-                if label.kind == CUDA and index < len(node.values) - 1:
-                    self.site("RB104", node, f"`{_short(value)}` (a CUDA tensor) in a boolean "
-                              "operator", label)
+            # As a value (`x = a and t`): a test of each operand but the last (a condition
+            # tests them all: see condition()).
+            for value in node.values:
+                self.label(value)
             return UNKNOWN_L
         if isinstance(node, ast.IfExp):
             quiet = guard_of(node.test)
@@ -1987,13 +1965,7 @@ class FunctionWalker:
 
     def _subscript(self, node: ast.Subscript, write: bool) -> Label:
         base = self.label(node.value, write=write)
-        index = self.label(node.slice)
-        if base.kind == CUDA and index.kind == CUDA and index.boolean:
-            self.site("RB104", node, f"boolean-mask indexing `{_short(node)}` (the result's "
-                      "size depends on the data)", base)
-        if base.kind == VALUE and index.kind == CUDA and not isinstance(node.ctx, ast.Store):
-            self.site("RB104", node, f"indexing a Python container with the CUDA tensor "
-                      f"`{_short(node.slice)}` (calls `__index__`)", index)
+        self.label(node.slice)
         if self.m.kept_on_cpu and _kept_key(node.slice, self.m):
             return Label(CPU, f"`{node.slice.value}` is kept on the host "  # type: ignore
                               "(keep_on_cpu)")
@@ -2004,7 +1976,8 @@ class FunctionWalker:
         return UNKNOWN_L
 
     def _check_pending_read(self, node: ast.expr, read: bool) -> None:
-        """A host read of a buffer whose async copy nobody waited for: RB106."""
+        """A host read of a buffer whose async copy nobody waited for (kept by the read's
+        span, in the reporting walk; the copy counts as waited for from then on)."""
         if not self.pending:
             return
         is_read = read or isinstance(node, ast.Subscript) or (
@@ -2015,9 +1988,10 @@ class FunctionWalker:
         key = _root_key(node)
         if key in self.pending:
             line = self.pending.pop(key)
-            self.site("RB106", node, f"`{key}` is read on the host before the non_blocking "
-                      f"copy into it (line {line}) is waited for",
-                      Label(CPU, f"filled by a non_blocking copy at line {line}"))
+            if self.report:
+                self.unwaited[(node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                               node.end_col_offset if node.end_col_offset is not None
+                               else node.col_offset)] = (key, line)
 
     def _call(self, node: ast.Call) -> Label:
         func = node.func
@@ -2056,10 +2030,6 @@ class FunctionWalker:
         if qual in _VALUE_BUILTINS or qual.startswith(("numpy.", "math.")):
             if qual in ("list", "tuple", "sorted") and node.args:
                 self._check_pending_read(node.args[0], read=True)
-            if qual in ("bool", "int", "float") and len(node.args) == 1 and \
-                    args[0].kind == CUDA:
-                self.site("RB104", node, f"`{qual}()` of the CUDA tensor "
-                          f"`{_short(node.args[0])}`", args[0])
             return VALUE_L
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
                 func.value.id == "self" and self.func.cls is not None:
@@ -2080,8 +2050,6 @@ class FunctionWalker:
                 return result
         if method and receiver.kind == STREAM and method == "synchronize":
             self.pending.clear()
-            self.site("RB105", node, f"`{_short(func)}()` waits for every kernel on the stream",
-                      Label(STREAM, receiver.why))
             return VALUE_L
         if method and receiver.kind == EVENT:
             if method == "synchronize":
@@ -2089,10 +2057,6 @@ class FunctionWalker:
             return VALUE_L
         if method == "synchronize":
             self.pending.clear()  # whatever it is, it waits: later reads are safe
-            holder = _short(func.value).rsplit(".", 1)[-1].lower()
-            if receiver.kind == UNKNOWN and holder.endswith("stream"):
-                self.site("RB105", node, f"`{_short(func)}()` waits for every kernel on the "
-                          "stream", Label(STREAM, f"`{holder}` is named as a CUDA stream"))
         if receiver.kind == MODULE and (method in TENSOR_TO_VALUE_METHODS or
                                         (method and flag_named(method))):
             return VALUE_L  # `layer.weight.dim()`, `mlp.wants_fp32_input(n)`: Python values
@@ -2197,8 +2161,6 @@ class FunctionWalker:
                     "torch.cuda.default_stream().synchronize",
                     "torch.accelerator.current_stream().synchronize"):
             self.pending.clear()
-            self.site("RB105", node, f"`{ast.unparse(node.func)}()` waits for all GPU work",
-                      Label(STREAM, "a device-wide synchronisation"))
             return VALUE_L
         if qual in ("torch.cuda.Event", "torch.Event"):
             return Label(EVENT, f"torch.cuda.Event at line {node.lineno}")
@@ -2219,7 +2181,6 @@ class FunctionWalker:
             device = self._device_of(node, args, kwargs, None)
             if device is not None:
                 if device.kind == DEV_CUDA:
-                    self._host_data_copy(node, qual, name, args, device.why or "a CUDA device")
                     return Label(CUDA, f"allocated on {device.why or 'a CUDA device'} at line "
                                        f"{node.lineno}", _bool_dtype(node))
                 if device.kind == DEV_CPU:
@@ -2227,9 +2188,6 @@ class FunctionWalker:
                 if device.kind in (CUDA, CPU):  # device=other_tensor.device spelled oddly
                     return device
                 if self.m.default_cuda and device.kind == UNKNOWN:
-                    self._host_data_copy(node, qual, name, args,
-                                         f"`{_short(_kw(node, 'device') or node)}`, taken to be "
-                                         "the GPU (devices.default: cuda)")
                     return Label(CUDA, f"allocated on `{_short(_kw(node, 'device') or node)}` at "
                                        f"line {node.lineno}, taken to be the GPU "
                                        "(devices.default: cuda)", weak=True)
@@ -2243,19 +2201,9 @@ class FunctionWalker:
                 return UNKNOWN_L  # `**options` may name the device
             return Label(CPU, f"{qual} without a device is on the CPU")
         if name == "equal" and len(args) >= 2 and any(a.kind == CUDA for a in args[:2]):
-            tensor = combine(args[:2])
-            self.site("RB104", node, f"`{qual}` of CUDA tensors (returns a Python bool)", tensor)
             return VALUE_L
         if name in DATA_DEPENDENT or (name == "where" and len(node.args) == 1):
-            tensor = combine(args[:1])
-            if tensor.kind == CUDA:
-                self.site("RB104", node, f"`{qual}` on a CUDA tensor (its output size depends "
-                          "on the data)", tensor)
-            return tensor.but(boolean=False)  # indices or values, not a mask
-        if name == "repeat_interleave" and len(args) >= 2 and args[1].kind == CUDA and \
-                _kw(node, "output_size") is None:
-            self.site("RB104", node, "`torch.repeat_interleave` with tensor repeats and no "
-                      "`output_size`", args[1])
+            return combine(args[:1]).but(boolean=False)  # indices or values, not a mask
         if name in ("is_tensor", "numel", "is_floating_point", "get_default_dtype",
                     "is_grad_enabled", "compile", "no_grad", "inference_mode", "set_grad_enabled"):
             return VALUE_L
@@ -2277,38 +2225,17 @@ class FunctionWalker:
                               result.why.startswith("computed by") else result.why)
         return result
 
-    def _host_data_copy(self, node: ast.Call, qual: str, name: str, args: list[Label],
-                        where: str) -> None:
-        """``torch.tensor(host_data, device=cuda)``: a blocking copy from pageable memory."""
-        if name in ("tensor", "as_tensor") and args and args[0].kind != CUDA \
-                and not _is_true(_kw(node, "non_blocking")):
-            self.site("RB107", node, f"`{qual}(...)` copies host data onto {where}", args[0]
-                      if args[0].kind == CPU else Label(VALUE, "host data"))
-
     def _tensor_method(self, node: ast.Call, method: str, receiver: Label, args: list[Label],
                        kwargs: dict[str, Label]) -> Label | None:
-        def recv() -> str:  # spelled out only for a site: unparsing is not free
-            return _short(node.func.value)  # type: ignore[attr-defined]
-
         non_blocking = (method == "to" or method == "copy_") and (
             _is_true(_kw(node, "non_blocking"))
             or (len(node.args) >= 2 and _is_true(node.args[-1])))
-        if method == "tolist":
-            self.site("RB101", node, f"`.tolist()` on `{recv()}`", receiver)
-            return VALUE_L
-        if method == "item":
-            self.site("RB102", node, f"`.item()` on `{recv()}`", receiver)
+        if method in ("tolist", "item", "numpy"):
             return VALUE_L
         if method == "cpu":
-            self.site("RB103", node, f"`.cpu()` on `{recv()}`", receiver)
             return Label(CPU, f".cpu() at line {node.lineno}") if receiver.kind != UNKNOWN \
                 else UNKNOWN_L
-        if method == "numpy":
-            self.site("RB103", node, f"`.numpy()` on `{recv()}`", receiver)
-            return VALUE_L
         if method == "cuda":
-            if receiver.kind == CPU and not _is_true(_kw(node, "non_blocking")):
-                self.site("RB107", node, f"`.cuda()` of the host tensor `{recv()}`", receiver)
             return Label(CUDA, f"moved with .cuda() at line {node.lineno}")
         if method == "pin_memory":
             return Label(CPU, f"pinned at line {node.lineno}")
@@ -2317,16 +2244,11 @@ class FunctionWalker:
             if target is None:
                 return receiver
             if target.kind in (DEV_CUDA, CUDA):
-                if receiver.kind == CPU and not non_blocking:
-                    self.site("RB107", node, f"`.to(...)` of the host tensor `{recv()}` to the "
-                              "GPU without `non_blocking=True`", receiver)
                 return Label(CUDA, f"moved to {target.why or 'the GPU'} at line {node.lineno}")
             if target.kind in (DEV_CPU, CPU):
                 if receiver.kind == CUDA and non_blocking:
                     self.async_copy_line = node.lineno
                     return Label(CPU, f"non_blocking copy at line {node.lineno}")
-                self.site("RB103", node, f"`.to(...)` of `{recv()}` to the CPU without "
-                          "`non_blocking=True`", receiver)
                 return Label(CPU, f"copied to the CPU at line {node.lineno}")
             if target.kind == UNKNOWN:  # .to(device): wherever that is, not where it was
                 if self.m.default_cuda:
@@ -2340,27 +2262,15 @@ class FunctionWalker:
             host_named = receiver.kind == UNKNOWN and any(
                 word in (_root_key(node.func.value) or "").lower()  # type: ignore[attr-defined]
                 for word in ("cpu", "pinned", "host"))
-            if (receiver.kind == CPU or host_named) and source.kind in (CUDA, UNKNOWN):
-                if non_blocking:
-                    if source.kind == CUDA:
-                        key = _root_key(node.func.value)  # type: ignore[attr-defined]
-                        if key:
-                            self.pending[key] = node.lineno
-                else:
-                    self.site("RB103", node, f"`.copy_()` of `{_short(node.args[0])}` into the "
-                              f"host tensor `{recv()}` without `non_blocking=True`", source)
+            if (receiver.kind == CPU or host_named) and source.kind == CUDA and non_blocking:
+                key = _root_key(node.func.value)  # type: ignore[attr-defined]
+                if key:
+                    self.pending[key] = node.lineno
             return receiver
         if receiver.kind == UNKNOWN:
             return None if method not in TENSOR_TO_VALUE_METHODS else VALUE_L
         if method in DATA_DEPENDENT:
-            if receiver.kind == CUDA:
-                self.site("RB104", node, f"`.{method}()` on `{recv()}` (its output size depends "
-                          "on the data)", receiver)
             return receiver.but(boolean=False)
-        if method == "repeat_interleave" and args and args[0].kind == CUDA and \
-                _kw(node, "output_size") is None and receiver.kind == CUDA:
-            self.site("RB104", node, "`.repeat_interleave()` with tensor repeats and no "
-                      "`output_size`", receiver)
         if method == "synchronize":
             return None
         if method in TENSOR_TO_VALUE_METHODS:
@@ -2377,9 +2287,22 @@ def analyze(tree: ast.Module, packs: PackData, text: str = "",
             linked_hot: dict[str, list[str]] | None = None,
             linked_devices: dict[str, list[str]] | None = None,
             record_labels: bool = False) -> GpuAnalysis:
-    """The :class:`GpuAnalysis` of a module (``text``: its source, to find RB106 candidates;
+    """The :class:`GpuAnalysis` of a module (``text``: its source, to find non_blocking copies;
     ``linked_hot``: its functions that the project's link phase found hot;
     ``linked_devices``: the project's tensor fields and tensor-returning methods;
     ``record_labels``: keep the labels of the walked expressions, see ``labels_of``)."""
     return ModuleAnalyzer(tree, packs, text=text, linked_hot=linked_hot,
                           linked_devices=linked_devices, record_labels=record_labels).analyze()
+
+
+class _RecordingWalker(FunctionWalker):
+    """A walker that keeps each label it computes by the node's span (the class of the
+    reporting walks when labels are recorded, so that the usual walk pays nothing)."""
+
+    def label(self, node: ast.expr, read: bool = False, write: bool = False) -> Label:
+        result = FunctionWalker.label(self, node, read, write)
+        assert self.recorded is not None
+        self.recorded[(node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                       node.end_col_offset if node.end_col_offset is not None
+                       else node.col_offset)] = (result, self.allowed > 0)
+        return result

@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from reviewbot.finding import Edit, Fix
 from reviewbot.source import Columns, split_lines
@@ -249,15 +249,24 @@ class EventSyncFixer:
     # What replaces the call -----------------------------------------------------
     def fix(self, call: ast.Call, tensor: ast.expr,
             func: ast.FunctionDef | ast.AsyncFunctionDef, cls: ast.ClassDef | None,
-            what: str) -> Fix | None:
-        """The fix that reads ``tensor`` through the helper instead of ``call``."""
-        source = self._segment(tensor)
-        if source is None:
-            return None
+            what: str, render: Callable[[str], str] | None = None) -> Fix | None:
+        """The fix that reads ``tensor`` through the helper instead of ``call``.
+
+        ``render(callee)``: the code of the call that replaces ``call`` (a LibCST node the
+        rule builds around its own receiver node, so that a receiver over several lines,
+        with its comments, is kept as written); without it, ``callee(<tensor's text>)`` for
+        a tensor on one line."""
+        if render is None:
+            source = self._segment(tensor)
+            if source is None:
+                return None
+            self._render: Callable[[str], str] = lambda callee: f"{callee}({source})"
+        else:
+            self._render = render
         if cls is not None and _is_method(func):
-            edits = self._method_fix(call, tensor, source, func, cls)
+            edits = self._method_fix(call, tensor, func, cls)
         elif cls is None:
-            edits = self._function_fix(call, source)
+            edits = self._function_fix(call)
         else:
             return None  # a static or class method: no `self` to hold the state
         if edits is None:
@@ -283,7 +292,7 @@ class EventSyncFixer:
         return Edit(*self.columns.span(call), replacement)
 
     # Methods ----------------------------------------------------------------------
-    def _method_fix(self, call: ast.Call, tensor: ast.expr, source: str,
+    def _method_fix(self, call: ast.Call, tensor: ast.expr,
                     func: ast.FunctionDef | ast.AsyncFunctionDef,
                     cls: ast.ClassDef) -> list[Edit] | None:
         methods = {node.name: node for node in cls.body
@@ -291,7 +300,7 @@ class EventSyncFixer:
         existing = next((name for name, node in methods.items()
                          if is_helper(node, self.lines, 2)), None)
         if existing is not None:
-            return [self._call_edit(call, f"self.{existing}({source})")]
+            return [self._call_edit(call, self._render(f"self.{existing}"))]
         if self.helper in methods:
             return None
         taken = self._self_writes(cls) | set(methods) | _class_names(cls)
@@ -311,7 +320,7 @@ class EventSyncFixer:
         method = _indent(_reindent(method, step), body_indent)
         end_of_class = self._end_of_block(cls)
         return [
-            self._call_edit(call, f"self.{self.helper}({source})"),
+            self._call_edit(call, self._render(f"self.{self.helper}")),
             Edit(end_of_class, 1, end_of_class, 1, "\n" + method),
         ]
 
@@ -340,7 +349,7 @@ class EventSyncFixer:
         return Request("")
 
     # Free functions ---------------------------------------------------------------
-    def _function_fix(self, call: ast.Call, source: str) -> list[Edit] | None:
+    def _function_fix(self, call: ast.Call) -> list[Edit] | None:
         names = {node.name for node in self.tree.body
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
         names |= {t.id for node in self.tree.body if isinstance(node, ast.Assign)
@@ -350,7 +359,7 @@ class EventSyncFixer:
                          and is_helper(node, self.lines, 1)),
                         None)
         if existing is not None:
-            return [self._call_edit(call, f"{existing}({source})")]
+            return [self._call_edit(call, self._render(existing))]
         if self.helper in names:
             return None
         state = f"_{self.helper.lstrip('_').upper()}_LOCAL"
@@ -360,7 +369,7 @@ class EventSyncFixer:
         helper = _FUNCTION.format(helper=self.helper, local=state, why=_why("    "),
                                   body=_indent(_BODY.format(local=state, capacity=""),
                                                "    "))
-        return [self._call_edit(call, f"{self.helper}({source})"),
+        return [self._call_edit(call, self._render(self.helper)),
                 Edit(where, 1, where, 1, "\n\n" + helper if where > 1 else helper + "\n\n")]
 
     def _after_imports(self) -> int:

@@ -1,10 +1,9 @@
 """RB101 tolist-on-cuda-tensor."""
 
 import ast
-from typing import Any
 
-from reviewbot.analysis.gpu import Site
-from reviewbot.context import FileContext
+import libcst as cst
+
 from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
 from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
@@ -20,6 +19,27 @@ class ModelRunner:
     def execute_model(self, logits):
         {body}
 '''
+
+
+# A class that already has the event-synced readback helper: the fix calls it.
+_WITH_HELPER = """import torch
+
+
+class ModelRunner:
+    def __init__(self):
+        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
+        self.event = torch.cuda.Event()
+
+    def execute_model(self, logits):
+        ids = logits.cuda().argmax(-1)
+{body}
+    def _to_list(self, t):
+        pinned = self.pinned[: t.numel()].view(t.shape)
+        pinned.copy_(t, non_blocking=True)
+        self.event.record()
+        self.event.synchronize()
+        return pinned.tolist()
+"""
 
 
 class TolistOnCudaTensor(SyncRule):
@@ -87,7 +107,7 @@ class TolistOnCudaTensor(SyncRule):
     consequence = ("the host waits for the GPU and the pageable copy stalls every other "
                    "thread's CUDA calls; copy into a pinned buffer with non_blocking=True "
                    "and wait on a torch.cuda.Event")
-    sync_words = ("tolist",)
+    CANDIDATES = ("tolist",)
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "safe"
     VALID = [
@@ -110,12 +130,33 @@ class TolistOnCudaTensor(SyncRule):
                 message_contains="hot path execute_model -> _read"),
         Invalid("import torch\nclass Head(torch.nn.Module):\n    def forward(self, x):\n"
                 "        y = x.cuda() * 2\n        return y.tolist()\n", line=5),
+        Invalid(_WITH_HELPER.format(body="        return ids.tolist()\n"), line=11,
+                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
+        # A receiver over several lines keeps its lines and its comment.
+        Invalid(_WITH_HELPER.format(body="        return (ids  # the sampled ids\n"
+                                         "                .view(-1)).tolist()\n"), line=11,
+                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids  # the "
+                                                      "sampled ids\n                .view(-1))\n")),
     ]
 
-    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.method_name(node) != "tolist":
+            return
+        chain = self.reporting_here()
+        if chain is False:
+            return
+        receiver = self.receiver(node)
+        if not self.reportable(receiver) or self.allowed(node):
+            return
+        assert receiver is not None and isinstance(node.func, cst.Attribute)
+        self.report_sync(node, f"`.tolist()` on `{self.short(node.func.value)}`",
+                         receiver.kind, receiver.evidence, chain)
+
+    def fix_for(self, node: cst.CSTNode) -> Fix | None:
         """``x.tolist()`` -> ``self._to_list(x)``."""
-        call = self.call_at(ctx, site, analysis)
+        call = self.ast_call(node) if isinstance(node, cst.Call) else None
         if call is None or not isinstance(call.func, ast.Attribute) or call.args \
                 or call.keywords:
             return None
-        return self.event_sync_fix(ctx, site, analysis, call, call.func.value, "`.tolist()`")
+        assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        return self.event_sync_fix(call, call.func.value, "`.tolist()`", node.func.value)

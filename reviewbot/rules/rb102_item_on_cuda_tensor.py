@@ -1,10 +1,9 @@
 """RB102 item-on-cuda-tensor."""
 
 import ast
-from typing import Any
 
-from reviewbot.analysis.gpu import Site
-from reviewbot.context import FileContext
+import libcst as cst
+
 from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
 
@@ -25,6 +24,27 @@ def _zero_dimensional(expr: ast.expr) -> bool:
         return len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred)
     return not expr.args
 from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
+
+
+# A class that already has the event-synced readback helper: the fix calls it.
+_WITH_HELPER = """import torch
+
+
+class ModelRunner:
+    def __init__(self):
+        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
+        self.event = torch.cuda.Event()
+
+    def execute_model(self, logits):
+        ids = logits.cuda().argmax(-1)
+{body}
+    def _to_list(self, t):
+        pinned = self.pinned[: t.numel()].view(t.shape)
+        pinned.copy_(t, non_blocking=True)
+        self.event.record()
+        self.event.synchronize()
+        return pinned.tolist()
+"""
 
 
 class ItemOnCudaTensor(SyncRule):
@@ -75,7 +95,7 @@ class ItemOnCudaTensor(SyncRule):
     consequence = ("the host waits for all queued GPU work before the next step can be "
                    "queued; keep the value on the GPU or read it with an event-synced "
                    "pinned copy")
-    sync_words = ("item",)
+    CANDIDATES = ("item",)
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [
@@ -94,15 +114,31 @@ class ItemOnCudaTensor(SyncRule):
         Invalid("import torch\nclass R:\n    def execute_model(self, d):\n"
                 "        return d.item()\n", line=4, options={"include-unknown": True},
                 message_contains="device unknown"),
+        Invalid(_WITH_HELPER.format(body="        return ids.sum().item()\n"), line=11,
+                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids.sum())\n")),
     ]
 
-    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.method_name(node) != "item":
+            return
+        chain = self.reporting_here()
+        if chain is False:
+            return
+        receiver = self.receiver(node)
+        if not self.reportable(receiver) or self.allowed(node):
+            return
+        assert receiver is not None and isinstance(node.func, cst.Attribute)
+        self.report_sync(node, f"`.item()` on `{self.short(node.func.value)}`",
+                         receiver.kind, receiver.evidence, chain)
+
+    def fix_for(self, node: cst.CSTNode) -> Fix | None:
         """A safe fix for a 0-d tensor; a display-only suggestion otherwise."""
-        call = self.call_at(ctx, site, analysis)
+        call = self.ast_call(node) if isinstance(node, cst.Call) else None
         if call is None or not isinstance(call.func, ast.Attribute) or call.args:
             return None
         tensor = call.func.value
         if _zero_dimensional(tensor):
-            return self.event_sync_fix(ctx, site, analysis, call, tensor, "`.item()`")
+            assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            return self.event_sync_fix(call, tensor, "`.item()`", node.func.value)
         return Fix("display", "Keep the value on the GPU (torch.where, clamp, masks), or "
                    "read it once per step with an event-synced pinned copy")

@@ -1,13 +1,37 @@
 """RB103 blocking-copy-to-host."""
 
 import ast
-from typing import Any
 
-from reviewbot.analysis.gpu import Site
-from reviewbot.context import FileContext
+import libcst as cst
+
 from reviewbot.finding import Fix
+from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
+from reviewbot.rules._sync import CPU, CUDA, DEV_CPU, HELPER_NAME, INCLUDE_UNKNOWN, UNKNOWN, \
+    SyncRule
+
+_HOST_WORDS = ("cpu", "pinned", "host")
+
+
+# A class that already has the event-synced readback helper: the fix calls it.
+_WITH_HELPER = """import torch
+
+
+class ModelRunner:
+    def __init__(self):
+        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
+        self.event = torch.cuda.Event()
+
+    def execute_model(self, logits):
+        ids = logits.cuda().argmax(-1)
+{body}
+    def _to_list(self, t):
+        pinned = self.pinned[: t.numel()].view(t.shape)
+        pinned.copy_(t, non_blocking=True)
+        self.event.record()
+        self.event.synchronize()
+        return pinned.tolist()
+"""
 
 
 class BlockingCopyToHost(SyncRule):
@@ -60,7 +84,7 @@ class BlockingCopyToHost(SyncRule):
     consequence = ("a blocking copy into pageable memory: the host waits and other threads' "
                    "CUDA calls stall; copy into a pinned buffer with non_blocking=True and "
                    "wait on a torch.cuda.Event")
-    sync_words = ("cpu", "numpy", ".to(", "copy_")
+    CANDIDATES = ("cpu", "numpy", ".to(", "copy_")
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [
@@ -83,26 +107,76 @@ class BlockingCopyToHost(SyncRule):
                 "        self.dev = torch.zeros(8, device='cuda')\n"
                 "    def execute_model(self):\n"
                 "        self.host.copy_(self.dev)\n", line=7),
+        Invalid(_WITH_HELPER.format(body="        return ids.cpu().tolist()\n"), line=11,
+                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
     ]
 
-    def fix_for(self, ctx: FileContext, site: Site, analysis: Any) -> Fix | None:
+    def visit_Call(self, node: cst.Call) -> None:
+        method = self.method_name(node)
+        if method not in ("cpu", "numpy", "to", "copy_"):
+            return
+        chain = self.reporting_here()
+        if chain is False:
+            return
+        receiver = self.receiver(node)
+        if receiver is None or self.allowed(node):
+            return
+        assert isinstance(node.func, cst.Attribute)
+        held = node.func.value
+        if method in ("cpu", "numpy"):
+            if self.reportable(receiver):
+                self.report_sync(node, f"`.{method}()` on `{self.short(held)}`", receiver.kind,
+                                 receiver.evidence, chain)
+        elif method == "to":
+            target = self.device_argument(node, 0)
+            if target is None or target.kind not in (DEV_CPU, CPU):
+                return  # not to the host (or to a device the analysis does not know)
+            if receiver.kind == CUDA and self.non_blocking(node):
+                return  # an async copy: RB106 watches its reads
+            if self.reportable(receiver):
+                self.report_sync(node, f"`.to(...)` of `{self.short(held)}` to the CPU without "
+                                 "`non_blocking=True`", receiver.kind, receiver.evidence, chain)
+        else:
+            self._copy_into_host(node, receiver, chain)
+
+    def _copy_into_host(self, node: cst.Call, receiver: DeviceFact,
+                        chain: tuple[str, ...] | None) -> None:
+        """``host.copy_(cuda)`` without ``non_blocking=True``."""
+        assert isinstance(node.func, cst.Attribute)
+        kind = receiver.kind
+        named_host = kind == UNKNOWN and any(
+            word in (self.root_key(node.func.value) or "").lower() for word in _HOST_WORDS)
+        if not (kind == CPU or named_host) or self.non_blocking(node):
+            return
+        args = self.positional(node)
+        if not args:
+            return
+        source = self.device(args[0])
+        if source is None or source.kind not in (CUDA, UNKNOWN) or not self.reportable(source):
+            return
+        self.report_sync(node, f"`.copy_()` of `{self.short(args[0])}` into the host tensor "
+                         f"`{self.short(node.func.value)}` without `non_blocking=True`",
+                         source.kind, source.evidence, chain)
+
+    def fix_for(self, node: cst.CSTNode) -> Fix | None:
         """``x.cpu().tolist()`` (and ``.numpy().tolist()``) -> ``self._to_list(x)``."""
-        call = self.call_at(ctx, site, analysis)
+        call = self.ast_call(node) if isinstance(node, cst.Call) else None
         if call is None or not isinstance(call.func, ast.Attribute) \
                 or call.func.attr not in ("cpu", "to", "numpy"):
             return None
         outer: ast.AST = call
-        parent = self.parent_of(ctx, site, analysis, outer)
+        parent = self.ast_parent(outer)
         if isinstance(parent, ast.Attribute) and parent.attr == "numpy" and call.func.attr != \
                 "numpy":
-            grand = self.parent_of(ctx, site, analysis, parent)
+            grand = self.ast_parent(parent)
             if not (isinstance(grand, ast.Call) and grand.func is parent and not grand.args):
                 return None
-            outer, parent = grand, self.parent_of(ctx, site, analysis, grand)
+            outer, parent = grand, self.ast_parent(grand)
         if not (isinstance(parent, ast.Attribute) and parent.attr == "tolist"):
             return None
-        tolist = self.parent_of(ctx, site, analysis, parent)
+        tolist = self.ast_parent(parent)
         if not (isinstance(tolist, ast.Call) and tolist.func is parent and not tolist.args):
             return None
-        return self.event_sync_fix(ctx, site, analysis, tolist, call.func.value,
-                                   f"`.{call.func.attr}().tolist()`")
+        assert isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+        return self.event_sync_fix(tolist, call.func.value, f"`.{call.func.attr}().tolist()`",
+                                   node.func.value)

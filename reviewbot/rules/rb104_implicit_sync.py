@@ -1,7 +1,28 @@
 """RB104 implicit-sync."""
 
+import libcst as cst
+
+from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import SyncRule
+from reviewbot.rules._sync import CPU, CUDA, VALUE, SyncRule, bool_operands, condition_leaves
+
+# torch functions and tensor methods whose output size depends on the data.
+DATA_DEPENDENT = frozenset({"nonzero", "unique", "unique_consecutive", "masked_select",
+                            "argwhere"})
+# torch functions that return before a data-dependent op is looked for (allocations).
+_FACTORIES = frozenset({
+    "zeros", "ones", "empty", "full", "arange", "range", "rand", "randn", "randint",
+    "randperm", "tensor", "as_tensor", "linspace", "logspace", "eye", "empty_strided",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
+    "randint_like", "tril_indices", "triu_indices", "asarray"})
+_CASTS = ("bool", "int", "float")
+
+
+def _holds_subscript(target: cst.BaseExpression) -> bool:
+    """``x[i] = ...`` or ``a, x[i] = ...``."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_holds_subscript(e.value) for e in target.elements)
+    return isinstance(target, cst.Subscript)
 
 _HEAD = "import torch\nclass R:\n    def execute_model(self, n):\n" \
         "        t = torch.zeros(n, device='cuda')\n"
@@ -54,6 +75,9 @@ class ImplicitSync(SyncRule):
     name = "implicit-sync"
     summary = "A CUDA tensor used where Python needs its value, or a data-dependent-size op"
     consequence = "Python needs a value only the GPU has yet, so the host waits for it"
+    # Tests, boolean operators, casts, subscripts and the data-dependent ops.
+    CANDIDATES = ("if", "while", "assert", "and", "or", "[", "bool", "int", "float", "equal",
+                  "nonzero", "unique", "masked_select", "argwhere", "where", "repeat_interleave")
     VALID = [
         Valid(_HEAD + "        if n > 0:\n            return t\n"),
         Valid(_HEAD + "        mask = torch.ones(n, dtype=torch.bool)\n"
@@ -70,3 +94,181 @@ class ImplicitSync(SyncRule):
         Invalid(_HEAD + "        return torch.unique(t)\n", line=5),
         Invalid(_HEAD + "        while t.any():\n            t = t - 1\n", line=5),
     ]
+
+    # Tests -------------------------------------------------------------------------------
+    def visit_If(self, node: cst.If) -> None:
+        self._condition(node.test)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._condition(node.test)
+
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self._condition(node.test)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._condition(node.test)
+
+    def visit_CompIf(self, node: cst.CompIf) -> None:
+        self._condition(node.test)
+
+    def _condition(self, test: cst.BaseExpression) -> None:
+        """A CUDA tensor that Python must turn into a bool (a test the analysis skips,
+        such as a debug flag's, has no label)."""
+        chain = self.reporting_here()
+        if chain is False:
+            return
+        for leaf in condition_leaves(test):
+            fact = self.device(leaf)
+            if fact is None or fact.kind != CUDA or self.allowed(leaf):
+                continue
+            kind = "a comparison of a CUDA tensor" if isinstance(leaf, cst.Comparison) \
+                else f"the CUDA tensor `{self.short(leaf)}`"
+            self.report_sync(leaf, f"{kind} used as a condition", fact.kind, fact.evidence,
+                             chain)
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        """``a and t`` as a value: each operand but the last is tested. (A condition's
+        operators are the tests above; they have no label of their own.)"""
+        chain = self.reporting_here()
+        if chain is False or self.device(node) is None:
+            return  # a test's operator, or an inner part of a chain (`a and b` of `a and b and c`)
+        if self.allowed(node):
+            return
+        for value in bool_operands(node)[:-1]:
+            fact = self.device(value)
+            if fact is not None and fact.kind == CUDA:
+                self.report_sync(node, f"`{self.short(value)}` (a CUDA tensor) in a boolean "
+                                 "operator", fact.kind, fact.evidence, chain)
+
+    # Subscripts --------------------------------------------------------------------------
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._aug_target = node.target  # `x[i] += 1` stores: no __index__ of a container
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        chain = self.reporting_here()
+        if chain is False or self.device(node) is None:
+            return  # an assignment's target has no label of its own: see visit_Assign
+        if self.allowed(node):
+            return
+        index_node = self.index_of(node)
+        base = self.device(node.value)
+        index = self.device(index_node) if index_node is not None else None
+        if base is None or index is None or index.kind != CUDA:
+            return
+        if base.kind == CUDA and index.boolean:
+            self.report_sync(node, f"boolean-mask indexing `{self.short(node)}` (the result's "
+                             "size depends on the data)", base.kind, base.evidence, chain)
+        if base.kind == VALUE and node is not self._aug_target:
+            assert index_node is not None
+            self.report_sync(node, "indexing a Python container with the CUDA tensor "
+                             f"`{self.short(index_node)}` (calls `__index__`)", index.kind,
+                             index.evidence, chain)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if _holds_subscript(target.target):
+                self._assigned(target.target, node.value, self.device(node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and isinstance(node.target, cst.Subscript):
+            self._assigned(node.target, node.value, self.device(node.value))
+
+    def _assigned(self, target: cst.BaseExpression, value: cst.BaseExpression | None,
+                  fact: DeviceFact | None) -> None:
+        """``x[mask] = tensor``: the values are scattered where the mask is true, a count
+        the host needs (a Python scalar is a masked_fill, which does not)."""
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
+                for part, part_value in zip(elements, value.elements):
+                    self._assigned(part, part_value.value, self.device(part_value.value))
+            else:  # unpacking: the parts of a tensor are on its device
+                part_fact = fact if fact is not None and fact.kind in (CUDA, CPU) else None
+                for part in elements:
+                    self._assigned(part, None, part_fact)
+            return
+        if not isinstance(target, cst.Subscript) or fact is None or fact.kind not in (CUDA, CPU):
+            return
+        chain = self.reporting_here()
+        if chain is False or self.allowed(target.value):
+            return
+        index_node = self.index_of(target)
+        base = self.device(target.value)
+        index = self.device(index_node) if index_node is not None else None
+        if base is not None and base.kind == CUDA and index is not None and \
+                index.kind == CUDA and index.boolean:
+            self.report_sync(target, f"boolean-mask assignment `{self.short(target)} = ...` "
+                             "with a tensor value (its size depends on the data)", base.kind,
+                             base.evidence, chain)
+
+    # Calls -------------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.callee_name(node)
+        if name is None:
+            return
+        if name in _CASTS:
+            self._cast(node)
+        elif name in DATA_DEPENDENT or name in ("where", "equal", "repeat_interleave"):
+            chain = self.reporting_here()
+            if chain is False or self.allowed(node):
+                return
+            qual = self.torch_function(node)
+            if qual is not None:
+                self._torch_function(node, qual, chain)
+            elif name in DATA_DEPENDENT or name == "repeat_interleave":
+                self._tensor_method(node, name, chain)
+
+    def _cast(self, node: cst.Call) -> None:
+        """``int(t)``, ``float(t)``, ``bool(t)`` of a CUDA tensor."""
+        qual = self.qualify(node.func)
+        args = self.positional(node)
+        if qual not in _CASTS or len(args) != 1:
+            return
+        chain = self.reporting_here()
+        if chain is False or self.allowed(node):
+            return
+        fact = self.device(args[0])
+        if fact is not None and fact.kind == CUDA:
+            self.report_sync(node, f"`{qual}()` of the CUDA tensor `{self.short(args[0])}`",
+                             fact.kind, fact.evidence, chain)
+
+    def _torch_function(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
+        name = qual.rsplit(".", 1)[-1]
+        if qual.startswith(("torch.cuda.", "torch.accelerator.")) or name in _FACTORIES:
+            return
+        args = [self.device(a) for a in self.positional(node)]
+        if name == "equal":
+            cuda = [a for a in args[:2] if a is not None and a.kind == CUDA]
+            if len(args) < 2 or not cuda:
+                return
+            # One op's tensors share a device: a host tensor beside a CUDA one only by
+            # devices.default says the default was wrong.
+            strong = next((a for a in cuda if not a.weak), None)
+            host = next((a for a in args[:2] if a is not None and a.kind == CPU), None)
+            tensor = strong or (None if host is not None else cuda[0])
+            if tensor is not None:
+                self.report_sync(node, f"`{qual}` of CUDA tensors (returns a Python bool)",
+                                 tensor.kind, tensor.evidence, chain)
+        elif name in DATA_DEPENDENT or (name == "where" and len(args) == 1):
+            if args and args[0] is not None and args[0].kind == CUDA:
+                self.report_sync(node, f"`{qual}` on a CUDA tensor (its output size depends "
+                                 "on the data)", CUDA, args[0].evidence, chain)
+        elif name == "repeat_interleave" and len(args) >= 2 and args[1] is not None and \
+                args[1].kind == CUDA and self.keyword(node, "output_size") is None:
+            self.report_sync(node, "`torch.repeat_interleave` with tensor repeats and no "
+                             "`output_size`", CUDA, args[1].evidence, chain)
+
+    def _tensor_method(self, node: cst.Call, method: str, chain: tuple[str, ...] | None) -> None:
+        receiver = self.receiver(node)
+        if receiver is None or receiver.kind != CUDA or not isinstance(node.func, cst.Attribute):
+            return
+        if method in DATA_DEPENDENT:
+            self.report_sync(node, f"`.{method}()` on `{self.short(node.func.value)}` (its "
+                             "output size depends on the data)", CUDA, receiver.evidence, chain)
+            return
+        args = self.positional(node)
+        repeats = self.device(args[0]) if args else None
+        if repeats is not None and repeats.kind == CUDA and \
+                self.keyword(node, "output_size") is None:
+            self.report_sync(node, "`.repeat_interleave()` with tensor repeats and no "
+                             "`output_size`", CUDA, receiver.evidence, chain)

@@ -1,7 +1,15 @@
 """RB105 explicit-sync."""
 
+import libcst as cst
+
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import SyncRule
+from reviewbot.rules._sync import STREAM, UNKNOWN, SyncRule
+
+# torch's device-wide waits (a stream's own wait spelled through torch included).
+DEVICE_SYNCS = frozenset({
+    "torch.cuda.synchronize", "torch.accelerator.synchronize",
+    "torch.cuda.current_stream().synchronize", "torch.cuda.default_stream().synchronize",
+    "torch.accelerator.current_stream().synchronize"})
 
 
 class ExplicitSync(SyncRule):
@@ -48,7 +56,7 @@ class ExplicitSync(SyncRule):
     summary = "A device or stream synchronisation in a hot path"
     consequence = ("the host waits for every queued kernel; record a torch.cuda.Event after "
                    "the work you need and synchronise on it")
-    sync_words = ("synchronize",)
+    CANDIDATES = ("synchronize",)
     VALID = [
         Valid("import torch\nclass R:\n    def __init__(self):\n"
               "        self.ev = torch.cuda.Event()\n    def execute_model(self):\n"
@@ -67,3 +75,30 @@ class ExplicitSync(SyncRule):
                 "        self.s = torch.cuda.Stream()\n    def execute_model(self):\n"
                 "        self.s.synchronize()\n", line=6),
     ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.callee_name(node) != "synchronize":
+            return
+        chain = self.reporting_here()
+        if chain is False or self.allowed(node):
+            return
+        torch_function = self.torch_function(node)
+        if torch_function is not None:
+            if torch_function in DEVICE_SYNCS:
+                self.report_sync(node, f"`{self.source(node.func)}()` waits for all GPU work",
+                                 STREAM, "a device-wide synchronisation", chain)
+            return  # another function of torch (an Event's wait is not a stream's)
+        if not isinstance(node.func, cst.Attribute):
+            return
+        receiver = self.receiver_of_method(node)
+        if receiver is None:
+            return
+        if receiver.kind == STREAM:
+            why = receiver.evidence
+        else:
+            holder = self.short(node.func.value).rsplit(".", 1)[-1].lower()
+            if receiver.kind != UNKNOWN or not holder.endswith("stream"):
+                return
+            why = f"`{holder}` is named as a CUDA stream"
+        self.report_sync(node, f"`{self.short(node.func)}()` waits for every kernel on the "
+                         "stream", STREAM, why, chain)

@@ -1,7 +1,9 @@
 """RB107 blocking-copy-to-device."""
 
+import libcst as cst
+
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import SyncRule
+from reviewbot.rules._sync import CPU, CUDA, DEV_CUDA, UNKNOWN, VALUE, SyncRule
 
 
 class BlockingCopyToDevice(SyncRule):
@@ -49,7 +51,7 @@ class BlockingCopyToDevice(SyncRule):
     default_enabled = False
     consequence = ("the host waits for the stream before the copy returns; stage the data "
                    "in a pinned buffer and copy it with non_blocking=True")
-    sync_words = ("cuda", "tensor", ".to(")
+    CANDIDATES = ("cuda", "tensor", ".to(")
     VALID = [
         Valid("import torch\nclass R:\n    def execute_model(self, ids):\n"
               "        host = torch.tensor(ids).pin_memory()\n"
@@ -69,3 +71,58 @@ class BlockingCopyToDevice(SyncRule):
         Invalid("import torch\nclass R:\n    def execute_model(self, lens_cpu: torch.Tensor):\n"
                 "        return lens_cpu.to('cuda')\n", line=4),
     ]
+
+    def visit_Call(self, node: cst.Call) -> None:
+        method = self.callee_name(node)
+        if method not in ("tensor", "as_tensor", "cuda", "to"):
+            return
+        chain = self.reporting_here()
+        if chain is False or self.allowed(node):
+            return
+        torch_function = self.torch_function(node)
+        if torch_function is not None:
+            self._host_data_copy(node, torch_function, chain)
+            return
+        receiver = self.receiver(node)
+        if receiver is None or receiver.kind != CPU or not isinstance(node.func, cst.Attribute):
+            return
+        held = self.short(node.func.value)
+        if method == "cuda":
+            if not self.is_true(self.keyword(node, "non_blocking")):
+                self.report_sync(node, f"`.cuda()` of the host tensor `{held}`", receiver.kind,
+                                 receiver.evidence, chain)
+        elif method == "to":
+            target = self.device_argument(node, 0)
+            if target is not None and target.kind in (DEV_CUDA, CUDA) and \
+                    not self.non_blocking(node):
+                self.report_sync(node, f"`.to(...)` of the host tensor `{held}` to the GPU "
+                                 "without `non_blocking=True`", receiver.kind,
+                                 receiver.evidence, chain)
+
+    def _host_data_copy(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
+        """``torch.tensor(host_data, device=cuda)``: a blocking copy from pageable memory."""
+        if qual.rsplit(".", 1)[-1] not in ("tensor", "as_tensor") or qual.startswith(
+                ("torch.cuda.", "torch.accelerator.")):
+            return
+        if self.is_true(self.keyword(node, "pin_memory")) or \
+                self.is_true(self.keyword(node, "non_blocking")):
+            return
+        device_node = self.keyword(node, "device")
+        device = self.device(device_node) if device_node is not None else None
+        if device is None:
+            return
+        packs = self.ctx.packs
+        if device.kind == DEV_CUDA:
+            where = device.evidence or "a CUDA device"
+        elif device.kind == UNKNOWN and packs is not None and packs.default_device == "cuda":
+            assert device_node is not None
+            where = (f"`{self.short(device_node)}`, taken to be the GPU (devices.default: "
+                     "cuda)")
+        else:
+            return
+        args = self.positional(node)
+        data = self.device(args[0]) if args else None
+        if data is None or data.kind == CUDA:
+            return
+        kind, why = (CPU, data.evidence) if data.kind == CPU else (VALUE, "host data")
+        self.report_sync(node, f"`{qual}(...)` copies host data onto {where}", kind, why, chain)

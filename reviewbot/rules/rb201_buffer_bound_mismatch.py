@@ -99,7 +99,16 @@ class BufferBoundMismatch(AstRule):
                 "    def read(self, sampled_token_ids):\n"
                 "        pinned = self.buf[:sampled_token_ids.shape[0]]\n"
                 "        pinned.copy_(sampled_token_ids, non_blocking=True)\n"
-                "        return pinned.tolist()\n", line=6, message_contains="max_num_reqs"),
+                "        return pinned.tolist()\n", line=6, message_contains="max_num_reqs",
+                expected_fix="import torch\nclass R:\n"
+                "    def __init__(self, max_num_reqs, max_model_len):\n"
+                "        self.max_num_reqs = max_num_reqs\n"
+                "        self.max_model_len = max_model_len\n"
+                "        self.buf = torch.empty((self.max_num_reqs, 1), pin_memory=True)\n"
+                "    def read(self, sampled_token_ids):\n"
+                "        pinned = self.buf[:sampled_token_ids.shape[0]]\n"
+                "        pinned.copy_(sampled_token_ids, non_blocking=True)\n"
+                "        return pinned.tolist()\n"),
         Invalid("import torch\nclass R:\n    def __init__(self, max_num_batched_tokens):\n"
                 "        self.idx = torch.zeros(max_num_batched_tokens, dtype=torch.int32)\n"
                 "    def step(self, num_reqs):\n        return self.idx[:num_reqs]\n", line=4),

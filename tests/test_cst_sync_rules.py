@@ -1,0 +1,170 @@
+"""The RB1xx rules as LibCST visitors: they match their own nodes, the analysis only labels,
+and the hot functions are parsed alone with the module's own positions."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+import libcst.metadata as meta
+
+from reviewbot import registry
+from reviewbot.analysis import gpu
+from reviewbot.context import FileContext
+from reviewbot.packs import load_packs
+from reviewbot.providers import FactsWrapper, parse_functions
+from reviewbot.rule import CstRule
+from reviewbot.rules._sync import SyncRule
+from reviewbot.rules.rb104_implicit_sync import ImplicitSync
+from reviewbot.rules.rb106_unsynchronised_async_copy import UnsynchronisedAsyncCopy
+
+from conftest import REPO, check_source
+
+PACKS = load_packs(("pytorch", "inference-engines"), Path("."), None)
+
+
+def test_the_analysis_spells_no_rule_code():
+    # The sync APIs and the decision to report live with the rules, not in the analysis.
+    text = (REPO / "reviewbot" / "analysis" / "gpu.py").read_text(encoding="utf-8")
+    assert "RB1" not in text
+    assert not hasattr(gpu, "Site")
+    for code in ("RB101", "RB102", "RB103", "RB104", "RB105", "RB106", "RB107"):
+        rule = registry.BY_CODE[code]
+        assert issubclass(rule, CstRule) and rule.kind == "cst"
+        assert any(name.startswith("visit_") for name in vars(rule)), code
+
+
+def _nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    found: list[cst.CSTNode] = []
+    root.visit(type("Collect", (cst.CSTVisitor,), {
+        "on_visit": lambda self, node: found.append(node) or True})())
+    return found
+
+
+SAMPLES = [
+    (REPO / "reviewbot" / "analysis" / "gpu.py").read_text(encoding="utf-8"),
+    "import torch\r\nclass R:\r\n\t@staticmethod\r\n\tdef f(x):  # é\r\n\t\ts = 'é'; y = x\r\n"
+    "\r\n\t\treturn (\r\n\t\t\ty\r\n\t\t).tolist()\r\n\r\n\tasync def g(self):\r\n"
+    "\t\tawait self.h(\r\n\t\t\t1)\r\n",
+    # A string's lines left of its method (they are the string's: not dedented).
+    'import torch\nclass R:\n    def execute_model(self, x):\n        doc = """\nflush left\n'
+    '  """; y = x\n        return y.tolist()\n    def f(self): return 1\n',
+]
+
+
+def test_functions_parsed_alone_have_the_module_positions():
+    for text in SAMPLES:
+        ctx = FileContext("sample.py", text, packs=PACKS)
+        module = cst.parse_module(text)
+        whole = meta.MetadataWrapper(module, unsafe_skip_copy=True).resolve(
+            meta.PositionProvider)
+        theirs = [n for n in _nodes(module) if isinstance(n, cst.FunctionDef)]
+        infos = list(ctx.gpu.functions.values())
+        wrapper = parse_functions(ctx, infos)
+        assert isinstance(wrapper, FactsWrapper) and len(wrapper.roots) == len(infos) > 1
+        by_line = {whole[f.name].start.line: f for f in theirs}
+        checked = 0
+        for func in wrapper.roots:
+            assert isinstance(func, cst.FunctionDef)
+            info = wrapper.facts.function_info(func)
+            assert info is not None and info.name == func.name.value
+            original = by_line[info.node.lineno]
+            wrapper.facts.walking[:] = [func]
+            # The lines above a definition (blank, comments) are not cut out with it.
+            above = [*original.leading_lines, *(original.decorators[0].leading_lines
+                                                if original.decorators else ())]
+            skipped = {id(n) for line in above for n in _nodes(line)}
+            ours = _nodes(func)
+            reference = [n for n in _nodes(original) if id(n) not in skipped]
+            assert [type(n) for n in ours] == [type(n) for n in reference]
+            for mine, theirs_node in zip(ours, reference):
+                assert wrapper.facts.position(mine) == whole[theirs_node]
+                checked += 1
+        assert checked > 50
+
+
+RUNNER = """import torch
+
+class ModelRunner:
+    def __init__(self):
+        self.ids = torch.zeros(4, device="cuda")
+
+    def load_model(self):
+        return self.ids.tolist()
+
+    def execute_model(self):
+        return self._read()
+
+    def _read(self):
+        return self.ids.tolist()
+"""
+
+
+def test_only_the_hot_functions_are_parsed(tmp_path, monkeypatch):
+    parsed: list[str] = []
+    real = cst.parse_module
+    monkeypatch.setattr(cst, "parse_module", lambda text, *a: parsed.append(text) or real(text, *a))
+    rule = registry.BY_CODE["RB101"]
+    assert [f.line for f in check_source(tmp_path, RUNNER, rule)] == [14]
+    # execute_model (hot, no candidate) and the cold functions are not parsed at all.
+    assert parsed == ["if 1:\n    def _read(self):\n        return self.ids.tolist()\n"]
+
+
+def test_the_tests_a_debug_guard_skips_have_no_label(tmp_path):
+    source = ("import torch\nclass R:\n    def execute_model(self, n):\n"
+              "        t = torch.zeros(n, device='cuda')\n"
+              "        if self.debug and t.any():\n            pass\n"
+              "        if t.any() or n:\n            pass\n"
+              "        x = t.any() and n\n")
+    found = [(f.line, f.message.split(" in hot path")[0])
+             for f in check_source(tmp_path, source, ImplicitSync)]
+    assert found == [(7, "the CUDA tensor `t.any()` used as a condition"),
+                     (9, "`t.any()` (a CUDA tensor) in a boolean operator")]
+
+
+def test_a_boolean_chain_is_one_operator_as_in_ast(tmp_path):
+    source = ("import torch\nclass R:\n    def execute_model(self, n):\n"
+              "        t = torch.zeros(n, device='cuda')\n"
+              "        x = t.any() and t.all() and n\n"
+              "        y = n and (t.any() and n)\n")
+    found = sorted((f.line, f.column, f.end_column, f.message.split(" (a CUDA")[0])
+                   for f in check_source(tmp_path, source, ImplicitSync))
+    assert found == [(5, 13, 38, "`t.all()`"), (5, 13, 38, "`t.any()`"),
+                     (6, 20, 33, "`t.any()`")]
+
+
+def test_an_unwaited_read_is_reported_once_at_the_read(tmp_path):
+    source = ("import torch\ndef f(x, pinned):\n    y = x.cuda()\n"
+              "    pinned.copy_(y, non_blocking=True)\n    a = pinned[0]\n"
+              "    b = pinned[1]\n    for row in pinned:\n        pass\n")
+    found = [(f.line, f.column) for f in check_source(tmp_path, source, UnsynchronisedAsyncCopy)]
+    assert found == [(5, 9)]
+    analysis = gpu.analyze(ast.parse(source), PACKS, source)
+    assert list(analysis.unwaited["f"].values()) == [("pinned", 4)]
+
+
+def test_a_sync_rule_is_one_module_of_matching(tmp_path):
+    """A new sync rule needs no change in the analysis: it matches its node and reads
+    the facts."""
+
+    class NumpyOnCuda(SyncRule):
+        """`.numpy()` of a CUDA tensor."""
+
+        code = "RB199"
+        name = "numpy-on-cuda"
+        summary = "numpy"
+        consequence = "it raises"
+        CANDIDATES = ("numpy",)
+
+        def visit_Call(self, node: cst.Call) -> None:
+            chain = self.reporting_here()
+            receiver = self.receiver(node)
+            if chain is not False and self.method_name(node) == "numpy" and \
+                    receiver is not None and receiver.kind == "cuda":
+                self.report_sync(node, "`.numpy()`", receiver.kind, receiver.evidence, chain)
+
+    source = RUNNER.replace("self.ids.tolist()", "self.ids.numpy()")
+    found = [(f.line, f.message) for f in check_source(tmp_path, source, NumpyOnCuda)]
+    assert found == [(14, "`.numpy()` in hot path execute_model -> _read: it raises "
+                          "[allocated on the device 'cuda' at line 5]")]
