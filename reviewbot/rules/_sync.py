@@ -27,6 +27,27 @@ HELPER_NAME = Option(
     "Name of the event-synced readback helper the fix calls (and adds when missing).",
     (str,), lambda v: None if v.isidentifier() else "expected a Python identifier")
 
+# An engine runner whose class already has the event-synced readback helper: the examples
+# of the rules whose fix calls it (`{body}` is the end of `execute_model`).
+RUNNER_WITH_HELPER = """import torch
+
+
+class ModelRunner:
+    def __init__(self):
+        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
+        self.event = torch.cuda.Event()
+
+    def execute_model(self, logits):
+        ids = logits.cuda().argmax(-1)
+{body}
+    def _to_list(self, t):
+        pinned = self.pinned[: t.numel()].view(t.shape)
+        pinned.copy_(t, non_blocking=True)
+        self.event.record()
+        self.event.synchronize()
+        return pinned.tolist()
+"""
+
 CUDA, CPU, VALUE, UNKNOWN = "cuda", "cpu", "value", "unknown"
 DEV_CUDA, DEV_CPU, STREAM, EVENT, MODULE = "device:cuda", "device:cpu", "stream", "event", "module"
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
+from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule
 
 _RUNNER = '''
 import torch
@@ -22,24 +22,6 @@ class ModelRunner:
 
 
 # A class that already has the event-synced readback helper: the fix calls it.
-_WITH_HELPER = """import torch
-
-
-class ModelRunner:
-    def __init__(self):
-        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
-        self.event = torch.cuda.Event()
-
-    def execute_model(self, logits):
-        ids = logits.cuda().argmax(-1)
-{body}
-    def _to_list(self, t):
-        pinned = self.pinned[: t.numel()].view(t.shape)
-        pinned.copy_(t, non_blocking=True)
-        self.event.record()
-        self.event.synchronize()
-        return pinned.tolist()
-"""
 
 
 class TolistOnCudaTensor(SyncRule):
@@ -130,13 +112,14 @@ class TolistOnCudaTensor(SyncRule):
                 message_contains="hot path execute_model -> _read"),
         Invalid("import torch\nclass Head(torch.nn.Module):\n    def forward(self, x):\n"
                 "        y = x.cuda() * 2\n        return y.tolist()\n", line=5),
-        Invalid(_WITH_HELPER.format(body="        return ids.tolist()\n"), line=11,
-                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
+        Invalid(RUNNER_WITH_HELPER.format(body="        return ids.tolist()\n"), line=11,
+                expected_fix=RUNNER_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
         # A receiver over several lines keeps its lines and its comment.
-        Invalid(_WITH_HELPER.format(body="        return (ids  # the sampled ids\n"
+        Invalid(RUNNER_WITH_HELPER.format(body="        return (ids  # the sampled ids\n"
                                          "                .view(-1)).tolist()\n"), line=11,
-                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids  # the "
-                                                      "sampled ids\n                .view(-1))\n")),
+                expected_fix=RUNNER_WITH_HELPER.format(
+                    body="        return self._to_list(ids  # the sampled ids\n"
+                         "                .view(-1))\n")),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

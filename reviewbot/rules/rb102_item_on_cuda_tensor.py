@@ -23,28 +23,10 @@ def _zero_dimensional(expr: ast.expr) -> bool:
     if isinstance(owner, ast.Name) and owner.id == "torch":
         return len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred)
     return not expr.args
-from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, SyncRule
+from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule
 
 
 # A class that already has the event-synced readback helper: the fix calls it.
-_WITH_HELPER = """import torch
-
-
-class ModelRunner:
-    def __init__(self):
-        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
-        self.event = torch.cuda.Event()
-
-    def execute_model(self, logits):
-        ids = logits.cuda().argmax(-1)
-{body}
-    def _to_list(self, t):
-        pinned = self.pinned[: t.numel()].view(t.shape)
-        pinned.copy_(t, non_blocking=True)
-        self.event.record()
-        self.event.synchronize()
-        return pinned.tolist()
-"""
 
 
 class ItemOnCudaTensor(SyncRule):
@@ -114,8 +96,9 @@ class ItemOnCudaTensor(SyncRule):
         Invalid("import torch\nclass R:\n    def execute_model(self, d):\n"
                 "        return d.item()\n", line=4, options={"include-unknown": True},
                 message_contains="device unknown"),
-        Invalid(_WITH_HELPER.format(body="        return ids.sum().item()\n"), line=11,
-                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids.sum())\n")),
+        Invalid(RUNNER_WITH_HELPER.format(body="        return ids.sum().item()\n"), line=11,
+                expected_fix=RUNNER_WITH_HELPER.format(
+                    body="        return self._to_list(ids.sum())\n")),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:

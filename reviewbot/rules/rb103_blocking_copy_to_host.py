@@ -8,30 +8,12 @@ from reviewbot.finding import Fix
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
 from reviewbot.rules._sync import CPU, CUDA, DEV_CPU, HELPER_NAME, INCLUDE_UNKNOWN, UNKNOWN, \
-    SyncRule
+    RUNNER_WITH_HELPER, SyncRule
 
 _HOST_WORDS = ("cpu", "pinned", "host")
 
 
 # A class that already has the event-synced readback helper: the fix calls it.
-_WITH_HELPER = """import torch
-
-
-class ModelRunner:
-    def __init__(self):
-        self.pinned = torch.empty((256, 1), dtype=torch.int64, pin_memory=True)
-        self.event = torch.cuda.Event()
-
-    def execute_model(self, logits):
-        ids = logits.cuda().argmax(-1)
-{body}
-    def _to_list(self, t):
-        pinned = self.pinned[: t.numel()].view(t.shape)
-        pinned.copy_(t, non_blocking=True)
-        self.event.record()
-        self.event.synchronize()
-        return pinned.tolist()
-"""
 
 
 class BlockingCopyToHost(SyncRule):
@@ -107,8 +89,8 @@ class BlockingCopyToHost(SyncRule):
                 "        self.dev = torch.zeros(8, device='cuda')\n"
                 "    def execute_model(self):\n"
                 "        self.host.copy_(self.dev)\n", line=7),
-        Invalid(_WITH_HELPER.format(body="        return ids.cpu().tolist()\n"), line=11,
-                expected_fix=_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
+        Invalid(RUNNER_WITH_HELPER.format(body="        return ids.cpu().tolist()\n"), line=11,
+                expected_fix=RUNNER_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
