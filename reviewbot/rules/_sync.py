@@ -182,6 +182,21 @@ class SyncRule(CstRule):
         return fact is not None and (fact.kind == CUDA or (
             fact.kind == UNKNOWN and self.include_unknown()))
 
+    def report_readback(self, node: cst.Call, method: str) -> None:
+        """Report ``x.<method>()`` on a CUDA tensor ``x`` (``.tolist()``, ``.item()``) where
+        this rule reports and the analysis does not take the sync to be intended."""
+        if self.method_name(node) != method:
+            return
+        chain = self.reporting_here()
+        if chain is False:
+            return
+        receiver = self.receiver(node)
+        if not self.reportable(receiver) or self.allowed(node):
+            return
+        assert receiver is not None and isinstance(node.func, cst.Attribute)
+        self.report_sync(node, f"`.{method}()` on `{self.short(node.func.value)}`",
+                         receiver.kind, receiver.evidence, chain)
+
     # Calls ----------------------------------------------------------------------------------
     @staticmethod
     def method_name(call: cst.Call) -> str | None:

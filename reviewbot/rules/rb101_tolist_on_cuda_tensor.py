@@ -123,17 +123,7 @@ class TolistOnCudaTensor(SyncRule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.method_name(node) != "tolist":
-            return
-        chain = self.reporting_here()
-        if chain is False:
-            return
-        receiver = self.receiver(node)
-        if not self.reportable(receiver) or self.allowed(node):
-            return
-        assert receiver is not None and isinstance(node.func, cst.Attribute)
-        self.report_sync(node, f"`.tolist()` on `{self.short(node.func.value)}`",
-                         receiver.kind, receiver.evidence, chain)
+        self.report_readback(node, "tolist")
 
     def fix_for(self, node: cst.CSTNode) -> Fix | None:
         """``x.tolist()`` -> ``self._to_list(x)``."""

@@ -102,17 +102,7 @@ class ItemOnCudaTensor(SyncRule):
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.method_name(node) != "item":
-            return
-        chain = self.reporting_here()
-        if chain is False:
-            return
-        receiver = self.receiver(node)
-        if not self.reportable(receiver) or self.allowed(node):
-            return
-        assert receiver is not None and isinstance(node.func, cst.Attribute)
-        self.report_sync(node, f"`.item()` on `{self.short(node.func.value)}`",
-                         receiver.kind, receiver.evidence, chain)
+        self.report_readback(node, "item")
 
     def fix_for(self, node: cst.CSTNode) -> Fix | None:
         """A safe fix for a 0-d tensor; a display-only suggestion otherwise."""
