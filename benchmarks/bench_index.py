@@ -13,7 +13,8 @@ worktree of the commit before the project index, with ``pip install -e .``):
 - peak memory of the largest process (and of all together) with ``--jobs 2`` on vLLM
   0.33.0 and SGLang 0.5.23 checked together (copies of both trees under one root).
 
-Medians over ``--repeat`` runs. Wall time includes interpreter start-up.
+Medians over ``--repeat`` runs. Wall time includes interpreter start-up; bytecode is written
+and reused, as for an installed package, whatever PYTHONDONTWRITEBYTECODE says.
 
     python benchmarks/bench_index.py --baseline-python ../base/.venv/bin/python
 """
@@ -103,9 +104,15 @@ def _descends(ppid: int, root: int) -> bool:
     return False
 
 
+# As installed by pip, with its modules compiled: an environment that forbids writing
+# bytecode would have each run compile reviewbot's sources again.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run(cmd: list[str], cwd: Path, memory: bool = False) -> tuple[float, dict]:
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=ENV)
     peak: dict = {}
     stop = threading.Event()
     sampler = None

@@ -112,7 +112,7 @@ class FileContext:
         """One MetadataWrapper per file, so metadata is resolved once for all rules; it
         carries the file's facts for the analysis-backed providers (reviewbot.providers)."""
         if self._wrapper is None:
-            from reviewbot.providers import FactsWrapper
+            from reviewbot.cst_parse import FactsWrapper
 
             self._wrapper = FactsWrapper(self.cst_module, self)
         return self._wrapper

@@ -269,7 +269,7 @@ class Checker:
             if local is not None:
                 if not local:
                     return  # no function where a rule can report
-                from reviewbot.providers import parse_functions
+                from reviewbot.cst_parse import parse_functions
 
                 wrapper = parse_functions(ctx, local)
                 if wrapper is not None:

@@ -24,12 +24,15 @@ and asks ``self.get_metadata(DeviceProvider, node)``, as for any LibCST provider
   ``non_blocking`` copy into it is still unwaited -> :class:`UnwaitedCopy` (the buffer, the
   copy's line).
 
-The facts come from CPython's ``ast``, which the analysis already parsed; a LibCST node is
-matched to them by its source span. LibCST's ``PositionProvider`` would compute the span
-of every node of the module (about four times the cost of the parse), so the spans are
-computed here one function at a time, for the functions the walk is inside when a rule
-asks, and for the whole module only when a rule asks about a node outside every function.
-Each value is computed when a rule first asks for it, never for the nodes no rule reads.
+The facts come from CPython's ``ast``, which the analysis already parsed, and are kept by
+the ``ast`` node's span. A LibCST expression inside a function is matched to its ``ast``
+twin by order: the expressions of both trees, listed in source order, line up one to one
+(checked kind by kind and name by name), so the twin's span is read off the ``ast`` node
+and no code is generated. Where the trees do not line up, or for other nodes, the span is
+computed by generating the code of the function the walk is inside (LibCST's
+``PositionProvider`` would do that for the whole module, about four times the cost of the
+parse), and of the whole module only for a node outside every function. Each value is
+computed when a rule first asks for it, never for the nodes no rule reads.
 """
 
 from __future__ import annotations
@@ -38,12 +41,11 @@ import ast
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple
 
-import libcst as cst
-from libcst import MetadataException
-from libcst.metadata import BaseMetadataProvider, CodeRange, MetadataWrapper
-from libcst.metadata.position_provider import PositionProvidingCodegenState
+from reviewbot.lazy import libcst as cst
 
 if TYPE_CHECKING:
+    from libcst.metadata import CodeRange, MetadataWrapper
+
     from reviewbot.context import FileContext
 
 __all__ = ["AnalyzedFunctionProvider", "DeviceFact", "DeviceProvider", "HotPathProvider",
@@ -112,6 +114,201 @@ def _ast_functions(owner: Any, out: list[ast.AST]) -> None:
                 _ast_functions(item, out)
 
 
+# Expressions that have one ``ast`` node each, in the same order, by kind: a LibCST node of
+# these kinds is matched to its ``ast`` twin by that order within its function, and the
+# twin's span addresses the analysis's labels, with no code generated to find the span.
+_CST_KINDS = {
+    "Name": "name", "Attribute": "attribute", "Call": "call", "Subscript": "subscript",
+    "Comparison": "compare", "BinaryOperation": "binop", "UnaryOperation": "unaryop",
+    "BooleanOperation": "boolop", "IfExp": "ifexp", "NamedExpr": "namedexpr",
+    "List": "list", "Tuple": "tuple", "Set": "set", "Dict": "dict", "ListComp": "listcomp",
+    "SetComp": "setcomp", "DictComp": "dictcomp", "Lambda": "lambda", "Await": "await",
+    "Integer": "number", "Float": "number", "Imaginary": "number", "Ellipsis": "constant",
+    "SimpleString": "string", "ConcatenatedString": "string", "FormattedString": "string",
+}
+_AST_KINDS: dict[type, str] = {
+    ast.Name: "name", ast.Attribute: "attribute", ast.Call: "call",
+    ast.Subscript: "subscript", ast.Compare: "compare", ast.BinOp: "binop",
+    ast.UnaryOp: "unaryop", ast.BoolOp: "boolop", ast.IfExp: "ifexp",
+    ast.NamedExpr: "namedexpr", ast.List: "list", ast.Tuple: "tuple", ast.Set: "set",
+    ast.Dict: "dict", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
+    ast.DictComp: "dictcomp", ast.Lambda: "lambda", ast.Await: "await",
+    ast.JoinedStr: "string",
+}
+# Statements whose names are not expressions to ``ast`` (or whose patterns are not): left
+# out on both sides.
+_CST_LEFT_OUT = frozenset({"Import", "ImportFrom", "Global", "Nonlocal", "Match",
+                           "TypeAlias"})
+_AST_LEFT_OUT = tuple(getattr(ast, n) for n in ("Import", "ImportFrom", "Global", "Nonlocal",
+                                                  "Match", "TypeAlias") if hasattr(ast, n))
+_TRIVIA_MODULES = ("libcst._nodes.whitespace", "libcst._nodes.op")
+_CONSTANT_NAMES = frozenset({"True", "False", "None"})  # ast.Constant, not ast.Name
+# The fields of a LibCST node in source order, where the dataclass has them otherwise or
+# holds names that are no ``ast`` expressions (a keyword's, an attribute's, a definition's).
+_CST_ORDER = {
+    "FunctionDef": ("decorators", "params", "returns", "body"),
+    "ClassDef": ("decorators", "bases", "keywords", "body"),
+    "ExceptHandler": ("type", "body"),
+    "ExceptStarHandler": ("type", "body"),
+    "IfExp": ("body", "test", "orelse"),
+    "Parameters": ("posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"),
+    "Param": ("annotation", "default"),
+    "Arg": ("value",),
+    "Attribute": ("value",),
+    "Decorator": ("decorator",),
+}
+_CST_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _whole_slice(node: Any) -> Any:
+    """The tuple of `x[(a, b)]`: the whole subscript, which ``ast`` has as a Tuple for
+    `x[a, b]` as well (left out on both sides). None for any other subscript."""
+    if len(node.slice) != 1 or node.slice[0].comma is not cst.MaybeSentinel.DEFAULT:
+        return None
+    index = node.slice[0].slice
+    value = getattr(index, "value", None)
+    return value if type(value).__name__ == "Tuple" else None
+
+
+def _cst_kind(node: Any, parent: Any) -> str | None:
+    name = type(node).__name__
+    kind = _CST_KINDS.get(name)
+    if kind is None:
+        return None
+    if name == "Name" and node.value in _CONSTANT_NAMES:
+        return "constant"
+    parent_name = type(parent).__name__
+    if parent_name == "ConcatenatedString":
+        return None  # one ast string for all its parts
+    if name == "Tuple" and parent_name == "Del" and not node.lpar:
+        return None  # `del a, b`: two targets to ast
+    return kind
+
+
+def _continues(node: Any, parent: Any) -> bool:
+    """`a and b` of `a and b and c`: one ``ast.BoolOp`` holds the whole chain."""
+    return type(node).__name__ == "BooleanOperation" and \
+        type(parent).__name__ == "BooleanOperation" and parent.left is node and \
+        type(parent.operator) is type(node.operator) and not node.lpar
+
+
+def _cst_twins(node: Any, out: list[Any], chained: set[int] | None = None,
+               parent: Any = None, slices: set[int] | None = None) -> None:
+    """The nodes with an ``ast`` twin under ``node`` (itself included), in source order;
+    ``chained`` gets the inner operations of a boolean chain (they have none)."""
+    if slices is None:
+        slices = set()
+    kind = type(node)
+    if _cst_kind(node, parent) is not None and id(node) not in slices:
+        if _continues(node, parent):
+            if chained is not None:
+                chained.add(id(node))
+        else:
+            out.append(node)
+    fields = _CST_FIELDS.get(kind)
+    if fields is None:
+        import dataclasses
+
+        fields = _CST_ORDER.get(kind.__name__) or tuple(
+            f.name for f in dataclasses.fields(node) if not f.name.startswith(
+                ("whitespace", "leading_lines", "lines_after", "lpar", "rpar", "comma",
+                 "semicolon", "header", "footer", "indent", "type_parameters")))
+        _CST_FIELDS[kind] = fields
+    if kind.__name__ == "Subscript":
+        whole = _whole_slice(node)
+        if whole is not None:
+            slices.add(id(whole))
+    for attr in fields:
+        value = getattr(node, attr)
+        if isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, cst.CSTNode) and _holds_twins(type(item)):
+                    _cst_twins(item, out, chained, node, slices)
+        elif isinstance(value, cst.CSTNode) and _holds_twins(type(value)):
+            _cst_twins(value, out, chained, node, slices)
+
+
+def _holds_twins(kind: type) -> bool:
+    return kind.__name__ not in _CST_LEFT_OUT and kind.__module__ not in _TRIVIA_MODULES
+
+
+def _ast_kind(node: ast.AST, parent: ast.AST | None) -> str | None:
+    if isinstance(node, ast.Constant):
+        if isinstance(parent, ast.JoinedStr):
+            return None  # an f-string's text
+        value = node.value
+        if isinstance(value, (str, bytes)):
+            return "string"
+        return "constant" if value is None or value is Ellipsis or isinstance(value, bool) \
+            else "number"
+    if isinstance(node, ast.JoinedStr) and isinstance(parent, ast.FormattedValue):
+        return None  # a format spec: parts of the f-string to LibCST
+    if isinstance(node, ast.Tuple) and isinstance(parent, ast.Subscript) and \
+            parent.slice is node:
+        return None
+    return _AST_KINDS.get(type(node))
+
+
+def _ast_children(node: ast.AST) -> list[ast.AST]:
+    """An ``ast`` node's children in source order; a child without a place of its own (the
+    arguments of a definition, a comprehension's clauses) gives its own children."""
+    found: list[ast.AST] = []
+    pending = [c for c in ast.iter_child_nodes(node)]
+    while pending:
+        child = pending.pop(0)
+        if isinstance(child, (ast.expr_context, ast.boolop, ast.operator, ast.unaryop,
+                              ast.cmpop)) or isinstance(child, _AST_LEFT_OUT):
+            continue
+        if getattr(child, "lineno", None) is None:
+            pending[:0] = list(ast.iter_child_nodes(child))
+            continue
+        found.append(child)
+    if isinstance(node, (ast.JoinedStr, ast.FormattedValue)):
+        return found  # places inside f-strings are not to be trusted before Python 3.12
+    found.sort(key=lambda c: (c.lineno, c.col_offset))  # type: ignore[attr-defined]
+    return found
+
+
+def _ast_twins(node: ast.AST, out: list[ast.AST], parent: ast.AST | None = None) -> None:
+    if _ast_kind(node, parent) is not None:
+        out.append(node)
+    for child in _ast_children(node):
+        _ast_twins(child, out, node)
+
+
+def _same(ours: Any, theirs: ast.AST) -> bool:
+    name = type(ours).__name__
+    if name == "Name":
+        if ours.value in _CONSTANT_NAMES:
+            return isinstance(theirs, ast.Constant) and repr(theirs.value) == ours.value
+        return isinstance(theirs, ast.Name) and ours.value == theirs.id
+    if name == "Attribute":
+        return isinstance(theirs, ast.Attribute) and ours.attr.value == theirs.attr
+    kind = _CST_KINDS[name]
+    if isinstance(theirs, ast.Constant):
+        value = theirs.value
+        return kind == ("string" if isinstance(value, (str, bytes)) else
+                        "constant" if value is Ellipsis else "number")
+    return _AST_KINDS.get(type(theirs)) == kind
+
+
+def pair_twins(func: Any, node: ast.AST) -> tuple[dict[int, ast.AST], set[int]] | None:
+    """For the expressions of a function: id(LibCST node) -> its ``ast`` twin, and the ids
+    of the nodes known to have none (inner links of a boolean chain); None when the two
+    trees do not line up (then spans are computed)."""
+    ours: list[Any] = []
+    theirs: list[ast.AST] = []
+    chained: set[int] = set()
+    try:
+        _cst_twins(func, ours, chained)
+        _ast_twins(node, theirs)
+    except RecursionError:
+        return None
+    if len(ours) != len(theirs) or not all(map(_same, ours, theirs)):
+        return None
+    return {id(a): b for a, b in zip(ours, theirs)}, chained
+
+
 class _Positions:
     """What LibCST's position codegen writes into (it needs only ``_computed``)."""
 
@@ -144,6 +341,8 @@ class FileFacts:
             self._module_of = {id(f): m for f, m, _ in functions}
             self._whole = True  # no module to compute every span from
         self._lines: list[str] | None = None
+        # Outermost function -> its nodes' ast twins (None: the trees do not line up).
+        self._twins: dict[int, tuple[dict[int, ast.AST], set[int]] | None] = {}
         self._aliases: dict[str, str] | None = None
         # How the spans were computed (the README's figures come from these).
         self.placed_functions = 0
@@ -201,6 +400,8 @@ class FileFacts:
                     return known
         if not self._whole:
             self._whole = self.whole_module = True
+            from libcst.metadata.position_provider import PositionProvidingCodegenState
+
             positions = _Positions()
             self.module._codegen(PositionProvidingCodegenState(
                 default_indent=self.module.default_indent,
@@ -226,6 +427,8 @@ class FileFacts:
         start = first - len(func.leading_lines) - (
             len(func.decorators[0].leading_lines) if func.decorators else 0)
         indent = text[:len(text) - len(stripped)]
+        from libcst.metadata.position_provider import PositionProvidingCodegenState
+
         positions = _Positions()
         module = self._module_of.get(id(func), self.module)
         func._codegen(PositionProvidingCodegenState(
@@ -245,9 +448,37 @@ class FileFacts:
             self._lines = split_lines(self.ctx.text)
         return self._lines
 
-    def ast_span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+    def twin(self, node: cst.CSTNode) -> ast.AST | bool:
+        """The ``ast`` node of a LibCST expression inside the function being walked; False
+        where it has none (an inner link of a boolean chain); True where that is not known
+        here (another kind of node, or trees that do not line up)."""
+        if not self.walking or type(node).__name__ not in _CST_KINDS:
+            return True
+        outer = self.walking[0]
+        twins = self._twins.get(id(outer), False)
+        if twins is False:
+            target = self.ast_function(outer)
+            twins = self._twins[id(outer)] = pair_twins(outer, target) \
+                if target is not None else None
+        if twins is None:
+            return True
+        found = twins[0].get(id(node))
+        if found is not None:
+            return found
+        return id(node) not in twins[1]
+
+    def ast_span(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
         """A LibCST expression's span as ``ast`` counts it: (line, byte offset, end line,
-        end byte offset). Both leave out the parentheses around an expression."""
+        end byte offset), None where ``ast`` has no node. Both leave out the parentheses
+        around an expression."""
+        twin = self.twin(node)
+        if twin is False:
+            return None
+        if twin is not True:
+            line, col = twin.lineno, twin.col_offset  # type: ignore[attr-defined]
+            end_line = twin.end_lineno or line  # type: ignore[attr-defined]
+            end_col = twin.end_col_offset  # type: ignore[attr-defined]
+            return line, col, end_line, col if end_col is None else end_col
         pos = self.position(node)
         columns = self.ctx.columns
         return (pos.start.line, columns.offset(pos.start.line, pos.start.column),
@@ -344,62 +575,14 @@ class _Lazy(Mapping):  # type: ignore[type-arg]
         return sum(1 for v in self._known.values() if v is not None)
 
 
-class FactsWrapper(MetadataWrapper):
-    """The engine's MetadataWrapper: the module (not copied) and the file's facts.
+class AnalysisProvider:
+    """A provider whose values come from reviewbot's analysis of the file.
 
-    ``roots`` are the trees the rules walk: the module, or (:func:`parse_functions`) the
-    functions, each parsed alone.
+    It answers ``get_metadata`` as LibCST's providers do, and the engine resolves it for
+    the rules that list it; it is not a ``BaseMetadataProvider``, so that a run that
+    parses nothing with LibCST does not import it (a ``MetadataWrapper`` of LibCST alone
+    cannot resolve it).
     """
-
-    def __init__(self, module: cst.Module, ctx: "FileContext",
-                 functions: list[tuple[cst.FunctionDef, cst.Module, Any]] | None = None
-                 ) -> None:
-        super().__init__(module, unsafe_skip_copy=True)
-        self.facts = FileFacts(ctx, module, functions)
-        self.roots: list[cst.CSTNode] = [f for f, _, _ in functions] if functions else [module]
-
-
-def parse_functions(ctx: "FileContext", infos: list[Any]) -> "FactsWrapper | None":
-    """Parse only the given functions of the analysis (``FunctionInfo``), each from its own
-    lines: a LibCST parse costs about ten times CPython's, and the rules that read nothing
-    outside the functions they report in need no more. A method keeps its indentation
-    (under an ``if 1:``), so that the lines of its strings stay what they are. None when
-    a function's text cannot be cut out exactly (a definition that shares its first line
-    with other code): parse the module."""
-    from reviewbot.source import split_lines
-
-    lines = split_lines(ctx.text)
-    newline = "\r\n" if "\r\n" in ctx.text else "\n"
-    parsed: list[tuple[cst.FunctionDef, cst.Module, Any]] = []
-    for info in sorted(infos, key=lambda i: i.node.lineno):
-        node = info.node
-        first = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-        last = node.end_lineno or node.lineno
-        if not 0 < first <= last <= len(lines):
-            return None
-        chunk = lines[first - 1:last]
-        stripped = chunk[0].lstrip(" \t\f")
-        if not stripped.startswith("@" if node.decorator_list else ("def", "async")):
-            return None
-        indented = len(stripped) != len(chunk[0])
-        text = newline.join((["if 1:"] if indented else []) + chunk) + newline
-        try:
-            module = cst.parse_module(text)
-        except (cst.ParserSyntaxError, RecursionError, ValueError):
-            return None
-        outer = module.body[0] if len(module.body) == 1 else None
-        func = outer.body.body[0] if indented and isinstance(outer, cst.If) and isinstance(
-            outer.body, cst.IndentedBlock) and len(outer.body.body) == 1 else outer
-        if not isinstance(func, cst.FunctionDef) or func.name.value != node.name:
-            return None
-        parsed.append((func, module, info))
-    if not parsed:
-        return None
-    return FactsWrapper(parsed[0][1], ctx, parsed)
-
-
-class AnalysisProvider(BaseMetadataProvider[Any]):
-    """A provider whose values come from reviewbot's analysis of the file."""
 
     # Rules that read it run after the project's link phase (hot paths through other
     # modules, devices of other modules' fields and returns).
@@ -407,10 +590,10 @@ class AnalysisProvider(BaseMetadataProvider[Any]):
     # The analysis must keep its labels by span for it (DeviceProvider, SyncAllowed).
     needs_labels = False
 
-    def _gen(self, wrapper: MetadataWrapper) -> Mapping[Any, Any]:  # type: ignore[override]
+    def _gen(self, wrapper: MetadataWrapper) -> Mapping[Any, Any]:
         facts = getattr(wrapper, "facts", None)
         if not isinstance(facts, FileFacts):
-            raise MetadataException(f"{type(self).__name__} reads reviewbot's analysis: "
+            raise cst.MetadataException(f"{type(self).__name__} reads reviewbot's analysis: "
                                     "run the rule with reviewbot's engine")
         return _Lazy(lambda node: self.fact(facts, node))
 

@@ -13,7 +13,7 @@ from reviewbot import registry
 from reviewbot.analysis import gpu
 from reviewbot.context import FileContext
 from reviewbot.packs import load_packs
-from reviewbot.providers import FactsWrapper, parse_functions
+from reviewbot.cst_parse import FactsWrapper, parse_functions
 from reviewbot.rule import CstRule
 from reviewbot.rules._sync import SyncRule
 from reviewbot.rules.rb104_implicit_sync import ImplicitSync
@@ -82,6 +82,95 @@ def test_functions_parsed_alone_have_the_module_positions():
                 assert wrapper.facts.position(mine) == whole[theirs_node]
                 checked += 1
         assert checked > 50
+
+
+TWIN_SAMPLE = """import torch
+from a import (b,
+               c as d)
+
+@torch.no_grad()
+@dec(x=1)
+def f(a: int, /, b: "T" = g(1), *args: list[int], k=h(), **kw: dict) -> Out[int]:
+    global G
+    y = a if b.c > 0 < d else -a
+    z = {k: v for k, v in kw.items() if v}, {**kw, "x": (yield)}, [t async for t in a]
+    w = f"{a!r:>{b.w}} {c=}" f"{d}" "plain"
+    with m(a) as (p, q), n:
+        pass
+    try:
+        p[1:2, ::q](*args, key=not q, **kw)
+    except (E, F) as err:
+        raise G(err) from None
+    match z:
+        case {"x": X(a=b), **rest} if rest:
+            y = True
+    lam = lambda s, *, t=u.v: s @ t
+    class Inner(Base, metaclass=M):
+        def m(self, o=None): return (o := self.o) or ~o
+    assert (x := a), msg
+    del y[0], z.w
+    if a and b and c or (d and e) and not f and g:
+        k = ("one" "two" f"{a:{b}.{c}}", b"x", 1j, 2.5, ..., x[(a, b)], x[a, b:c], x[a],
+             x[(0, a), (b, c)], x[(a, b),], x[*a])
+    return await_(x) if x is not None else print(*z, sep="")
+"""
+
+
+def test_expressions_meet_their_ast_twins_without_generated_code():
+    # Each Name, Attribute, Call, Subscript, Comparison, BinaryOperation, UnaryOperation of
+    # a function gets the ast node at the same place (its span is what labels are kept by).
+    from reviewbot.providers import _cst_functions, _cst_twins, pair_twins
+
+    checked = 0
+    for text in [TWIN_SAMPLE, *SAMPLES]:
+        module = cst.parse_module(text)
+        positions = meta.MetadataWrapper(module, unsafe_skip_copy=True).resolve(
+            meta.PositionProvider)
+        ours: list[cst.FunctionDef] = []
+        for stmt in module.body:
+            if isinstance(stmt, cst.FunctionDef):
+                ours.append(stmt)
+            if isinstance(stmt, cst.BaseCompoundStatement):
+                _cst_functions(stmt, ours)
+        tree = ast.parse(text)
+        theirs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef,
+                                                                 ast.AsyncFunctionDef))]
+        lines = text.splitlines(True)
+        for func in ours:
+            start = positions[func.name].start.line
+            target = next(n for n in theirs if n.lineno == start)
+            paired = pair_twins(func, target)
+            assert paired is not None, func.name.value
+            twins, chained = paired
+            nodes: list[cst.CSTNode] = []
+            _cst_twins(func, nodes)
+            assert len(nodes) == len(twins)
+            # The inner links of a boolean chain have no ast node at their place.
+            places = {(n.lineno, n.col_offset, n.end_lineno, n.end_col_offset)
+                      for n in ast.walk(target) if hasattr(n, "lineno")}
+            for node in _nodes(func):
+                if id(node) in chained:
+                    place = positions[node]
+                    assert (place.start.line, place.start.column, place.end.line,
+                            place.end.column) not in places
+            for node in nodes:
+                twin, place = twins[id(node)], positions[node]
+
+                def column(line: int, offset: int) -> int:
+                    return len(lines[line - 1].encode("utf-8")[:offset].decode("utf-8"))
+
+                # A tuple's ast span holds its parentheses (the analysis's labels too).
+                around = min(1, len(node.lpar)) if isinstance(node, cst.Tuple) else 0
+                assert (twin.lineno, column(twin.lineno, twin.col_offset), twin.end_lineno,
+                        column(twin.end_lineno, twin.end_col_offset)) == (
+                    place.start.line, place.start.column - around, place.end.line,
+                    place.end.column + around)
+                checked += 1
+    assert checked > 1000
+    # Trees that do not line up give no twins (the spans are then computed).
+    func = cst.parse_module("def f(x):\n    return x.y\n").body[0]
+    other = ast.parse("def f(x):\n    return x.z\n").body[0]
+    assert pair_twins(func, other) is None
 
 
 RUNNER = """import torch

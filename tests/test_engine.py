@@ -280,3 +280,29 @@ def test_the_memo_is_not_written_for_fresh_edits_nor_believed_when_forged(tmp_pa
     memo.write_bytes(header + b"\n" + forged)
     engine, _ = _memo_engine(tmp_path)
     assert [f.code for f in engine.run([src], RunContext("."), tmp_path).findings] == ["RB301"]
+
+
+LOADED = ("import sys\nfrom reviewbot.cli import main\ncode = main(sys.argv[1:])\n"
+          "print('LIBCST', 'libcst._nodes.expression' in sys.modules)\nsys.exit(code)\n")
+
+
+def test_libcst_is_imported_only_for_a_file_parsed_with_it(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text("", encoding="utf-8")
+    (tmp_path / "plain.py").write_text("def f(x):\n    return x\n", encoding="utf-8")
+
+    def loaded() -> bool:
+        result = subprocess.run(
+            [sys.executable, "-c", LOADED, "check", ".", "--no-cache", "--exit-zero"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip().splitlines()[-1] == "LIBCST True"
+
+    assert not loaded()  # registry, rules and providers load without it
+    (tmp_path / "runner.py").write_text(
+        "import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
+        "        t = torch.zeros(4, device='cuda')\n        return t.tolist()\n",
+        encoding="utf-8")
+    assert loaded()

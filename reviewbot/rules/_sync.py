@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any, ClassVar, Iterator, Mapping
 
-import libcst as cst
+from reviewbot.lazy import libcst as cst
 
 from reviewbot.analysis.gpu import trigger_words
 from reviewbot.finding import Fix

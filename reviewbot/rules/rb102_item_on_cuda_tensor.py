@@ -1,8 +1,10 @@
 """RB102 item-on-cuda-tensor."""
 
+from __future__ import annotations
+
 import ast
 
-import libcst as cst
+from reviewbot.lazy import libcst as cst
 
 from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid

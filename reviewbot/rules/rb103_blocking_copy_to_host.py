@@ -1,8 +1,10 @@
 """RB103 blocking-copy-to-host."""
 
+from __future__ import annotations
+
 import ast
 
-import libcst as cst
+from reviewbot.lazy import libcst as cst
 
 from reviewbot.finding import Fix
 from reviewbot.providers import DeviceFact

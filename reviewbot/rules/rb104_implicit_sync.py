@@ -1,6 +1,8 @@
 """RB104 implicit-sync."""
 
-import libcst as cst
+from __future__ import annotations
+
+from reviewbot.lazy import libcst as cst
 
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid

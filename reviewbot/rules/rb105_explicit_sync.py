@@ -1,6 +1,8 @@
 """RB105 explicit-sync."""
 
-import libcst as cst
+from __future__ import annotations
+
+from reviewbot.lazy import libcst as cst
 
 from reviewbot.rule import Invalid, Valid
 from reviewbot.rules._sync import STREAM, UNKNOWN, SyncRule

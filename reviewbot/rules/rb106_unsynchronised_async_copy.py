@@ -1,6 +1,8 @@
 """RB106 unsynchronised-async-copy."""
 
-import libcst as cst
+from __future__ import annotations
+
+from reviewbot.lazy import libcst as cst
 
 from reviewbot.providers import UnwaitedCopyProvider
 from reviewbot.rule import Invalid, Valid

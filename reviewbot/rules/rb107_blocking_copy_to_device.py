@@ -1,6 +1,8 @@
 """RB107 blocking-copy-to-device."""
 
-import libcst as cst
+from __future__ import annotations
+
+from reviewbot.lazy import libcst as cst
 
 from reviewbot.rule import Invalid, Valid
 from reviewbot.rules._sync import CPU, CUDA, DEV_CUDA, UNKNOWN, VALUE, SyncRule
