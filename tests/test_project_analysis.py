@@ -1267,3 +1267,56 @@ def test_settings_flags_and_class_constants_are_python_values(tmp_path, run_cli)
     }, config='devices = {default = "cuda"}\n')
     found = [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)]
     assert found == [("m/model.py", 28, "RB104")]
+
+
+def test_mixed_callers_objects_named_after_their_class_and_array_unions(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/outputs.py": """
+            from typing import NamedTuple
+            import numpy as np
+            import torch
+
+            class TokenTensors(NamedTuple):
+                ids: torch.Tensor
+
+                def tolists(self):
+                    return self.ids.cpu().numpy()
+
+            def parse(token_ids: torch.Tensor, vocab: int):
+                return token_ids.cpu().numpy()
+
+            def only_host(token_ids: torch.Tensor):
+                return token_ids.cpu().numpy()
+
+            def to_host(x: torch.Tensor | np.ndarray | list, out):
+                n = len(x)
+                out[:n] = x
+                return x.cpu()
+        """,
+        "eng/runner.py": """
+            import torch
+            from eng.outputs import TokenTensors, only_host, parse, to_host
+
+            class ModelRunner:
+                def __init__(self):
+                    self.ids_cpu = torch.zeros(8, dtype=torch.int64, pin_memory=True)
+
+                def execute_model(self, sampled, token_tensors):
+                    ids = sampled.sampled_token_ids
+                    a = parse(self.ids_cpu, 4)      # a host value here ...
+                    b = self._bookkeeping(ids)
+                    c = only_host(self.ids_cpu)     # every hot caller passes a host value
+                    d = token_tensors.tolists()     # named after its class
+                    e = to_host(ids, self.ids_cpu)  # a tensor or an array
+                    return a, b, c, d, e
+
+                def _bookkeeping(self, ids):
+                    return parse(ids, 4)            # ... not here: it may be on the GPU
+        """,
+    }, 'devices = { default = "cuda" }\n')
+    found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
+    assert ("eng/outputs.py", 13) in found  # parse: one hot caller passes a GPU tensor
+    assert ("eng/outputs.py", 10) in found  # TokenTensors.tolists is hot
+    assert ("eng/outputs.py", 16) not in found  # only_host: host values only
+    assert ("eng/outputs.py", 21) not in found  # `torch.Tensor | np.ndarray`: not the GPU

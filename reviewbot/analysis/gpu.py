@@ -789,6 +789,15 @@ def _isinstance_names(kinds: ast.expr) -> list[str]:
     return [k.attr if isinstance(k, ast.Attribute) else getattr(k, "id", "") for k in elts]
 
 
+def _names_array(union: ast.expr) -> bool:
+    """Whether a ``A | B | ...`` annotation has a numpy array among its members."""
+    if isinstance(union, ast.BinOp) and isinstance(union.op, ast.BitOr):
+        return _names_array(union.left) or _names_array(union.right)
+    target = union.value if isinstance(union, ast.Subscript) else union
+    return isinstance(target, (ast.Name, ast.Attribute)) and \
+        _short(target).rpartition(".")[2] in ("ndarray", "NDArray")
+
+
 def _returns_early_unless_guarded(stmt: ast.stmt) -> bool:
     """``if not <guard>: return`` (or ``if t.is_cuda: return``): what follows in the block
     runs only behind the guard, as an ``else`` would."""
@@ -1059,6 +1068,8 @@ class ModuleAnalyzer:
                 return self._annotated_tensor(annotation.slice)
             return False
         if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            if _names_array(annotation):
+                return False  # `torch.Tensor | np.ndarray`: host data as often as not
             return self._annotated_tensor(annotation.left) or \
                 self._annotated_tensor(annotation.right)
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):

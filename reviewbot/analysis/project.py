@@ -40,7 +40,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, memoi
                                     optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 20
+SUMMARY_VERSION = 21
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -1279,8 +1279,20 @@ class Linker:
             return self._by_name(name)
         if kind == "M":
             name, _, receiver = rest.partition(":")
-            return self._named_like(self._by_name(name), receiver)
+            return self._named_like(self._by_name(name), receiver) or \
+                self._named_after(name, receiver)
         return []
+
+    def _named_after(self, name: str, receiver: str) -> list[str]:
+        """The method ``name`` of the class an object is named after
+        (``logprobs_tensors.tolists()`` -> ``LogprobsTensors.tolists``), however common
+        the method's name."""
+        wanted = receiver.strip("_").lower()
+        if "_" not in wanted:
+            return []  # one word (`output.tolist()`) names no class for sure
+        return [qual for qual in self.by_method.get(name, ())
+                if "_".join(w.lower() for w in _CAMEL_WORD.findall(
+                    (self.owner(qual) or "").rpartition(".")[2])) == wanted]
 
     def _named_like(self, candidates: list[str], receiver: str) -> list[str]:
         """Of the methods a call on an unknown object may reach, those of the classes the
@@ -1443,6 +1455,7 @@ class Linker:
     def link(self) -> HotFacts:
         """Hot functions of every module, with the chain from an entry point."""
         chains: dict[str, list[str]] = {}
+        hot_callers: dict[str, set[str]] = {}  # function -> the hot functions calling it
         queue: deque[str] = deque()
         for qual in self.functions:
             why = self.is_entry(qual)
@@ -1454,7 +1467,10 @@ class Linker:
             chain = chains[qual]
             if len(chain) >= MAX_LINK_DEPTH:
                 continue
-            callees = [*self.callees(qual), *self.overrides(qual)]
+            called = self.callees(qual)
+            for callee in called:
+                hot_callers.setdefault(callee, set()).add(qual)
+            callees = [*called, *self.overrides(qual)]
             for callee in callees:
                 if callee in chains or self.is_startup(callee):
                     continue
@@ -1504,13 +1520,17 @@ class Linker:
         for qual, chain in chains.items():
             entry, local = self.functions[qual]
             facts.hot.setdefault(entry.rel, {})[local] = chain
-        facts.host_params = self.host_parameters()
+        facts.host_params = self.host_parameters(hot_callers)
         facts.is_module_class = {c for c in self.classes if self._module_cache.get(c)}
         return facts
 
-    def host_parameters(self) -> dict[str, dict[str, list[str]]]:
-        """rel -> function -> its tensor parameters that some caller in the project fills
-        with a host value (by the argument's spelling)."""
+    def host_parameters(self, hot_callers: Mapping[str, set[str]] | None = None
+                        ) -> dict[str, dict[str, list[str]]]:
+        """rel -> function -> its tensor parameters that a caller in the project fills with
+        a host value (by the argument's spelling), unless another hot caller passes
+        something else there: then the parameter may hold a GPU tensor on a hot path."""
+        hot_callers = hot_callers or {}
+        hosted: dict[tuple[str, str], set[str]] = {}  # (callee, parameter) -> callers
         out: dict[str, dict[str, set[str]]] = {}
         for qual, (entry, local) in self.functions.items():
             hints = entry.summary["functions"][local].get("host_args")
@@ -1535,7 +1555,12 @@ class Linker:
                     wanted = {i + shift for i in positions}
                     for index, param in params:
                         if index in wanted or param in keywords:
-                            out.setdefault(target.rel, {}).setdefault(name, set()).add(param)
+                            hosted.setdefault((callee, param), set()).add(qual)
+        for (callee, param), callers in hosted.items():
+            if hot_callers.get(callee, set()) - callers:
+                continue  # a hot caller passes something that is not spelled as a host value
+            target, name = self.functions[callee]
+            out.setdefault(target.rel, {}).setdefault(name, set()).add(param)
         return {rel: {name: sorted(params) for name, params in funcs.items()}
                 for rel, funcs in out.items()}
 

@@ -24,7 +24,8 @@ class BlockingCopyToHost(SyncRule):
     ## What it does
     Finds `.cpu()`, `.numpy()`, `.to("cpu")`, `.to(torch.device("cpu"))`, `.to(cpu_tensor)`
     and `cpu_tensor.copy_(cuda_tensor)` without `non_blocking=True` on a tensor known to be
-    on the GPU, inside a function that runs every step.
+    on the GPU, and `cpu_tensor[i] = cuda_tensor` (an assignment into a host tensor copies
+    and waits), inside a function that runs every step.
 
     ## Why is this bad?
     A blocking device-to-host copy into pageable memory waits for the default stream, and
@@ -68,7 +69,7 @@ class BlockingCopyToHost(SyncRule):
     consequence = ("a blocking copy into pageable memory: the host waits and other threads' "
                    "CUDA calls stall; copy into a pinned buffer with non_blocking=True and "
                    "wait on a torch.cuda.Event")
-    CANDIDATES = ("cpu", "numpy", ".to(", "copy_")
+    CANDIDATES = ("cpu", "numpy", ".to(", "copy_", "[")
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [
@@ -79,6 +80,14 @@ class BlockingCopyToHost(SyncRule):
               "        self.dev = torch.zeros(8, device='cuda')\n"
               "    def execute_model(self):\n"
               "        self.buf.copy_(self.dev, non_blocking=True)\n"),
+        Valid("import torch\nclass R:\n    def __init__(self):\n"
+              "        self.flag_cpu = torch.zeros(1, dtype=torch.bool)\n"
+              "        self.flag = torch.zeros(1, dtype=torch.bool, device='cuda')\n"
+              "    def execute_model(self, ids: torch.Tensor):\n"
+              "        self.flag_cpu[0] = True\n"
+              "        self.flag[0] = torch.all(ids == -1)\n"
+              # A tensor on the GPU only by default: the host tensor it is put into wins.
+              "        self.flag_cpu[0] = torch.all(ids == -1)\n"),
     ]
     INVALID = [
         Invalid("import torch\nclass R:\n    def execute_model(self, x):\n"
@@ -91,6 +100,13 @@ class BlockingCopyToHost(SyncRule):
                 "        self.dev = torch.zeros(8, device='cuda')\n"
                 "    def execute_model(self):\n"
                 "        self.host.copy_(self.dev)\n", line=7),
+        Invalid("import torch\nclass R:\n    def __init__(self):\n"
+                "        self.flag_cpu = torch.zeros(1, dtype=torch.bool)\n"
+                "        self.ids = torch.zeros(8, device='cuda')\n"
+                "    def execute_model(self):\n"
+                "        done = torch.all(self.ids == -1)\n"
+                "        self.flag_cpu[0] = done\n", line=8,
+                message_contains="assigned into the host tensor"),
         Invalid(RUNNER_WITH_HELPER.format(body="        return ids.cpu().tolist()\n"), line=11,
                 expected_fix=RUNNER_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
     ]
@@ -122,6 +138,25 @@ class BlockingCopyToHost(SyncRule):
                                  "`non_blocking=True`", receiver.kind, receiver.evidence, chain)
         else:
             self._copy_into_host(node, receiver, chain)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """``host[i] = cuda``: the element assignment copies to the host and waits."""
+        targets = [t.target for t in node.targets if isinstance(t.target, cst.Subscript)]
+        if not targets:
+            return
+        chain = self.reporting_here()
+        if chain is False or self.allowed(node.value):
+            return
+        source = self.device(node.value)
+        if source is None or source.kind != CUDA or source.weak:
+            return  # a tensor taken to be on the GPU only by default: the host tensor wins
+        for target in targets:
+            into = self.device(target.value)
+            if into is not None and into.kind == CPU:
+                self.report_sync(node, f"`{self.short(node.value)}` (a CUDA tensor) assigned "
+                                 f"into the host tensor `{self.short(target.value)}`",
+                                 source.kind, source.evidence, chain)
+                return
 
     def _copy_into_host(self, node: cst.Call, receiver: DeviceFact,
                         chain: tuple[str, ...] | None) -> None:
