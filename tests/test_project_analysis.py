@@ -1320,3 +1320,33 @@ def test_mixed_callers_objects_named_after_their_class_and_array_unions(tmp_path
     assert ("eng/outputs.py", 10) in found  # TokenTensors.tolists is hot
     assert ("eng/outputs.py", 16) not in found  # only_host: host values only
     assert ("eng/outputs.py", 21) not in found  # `torch.Tensor | np.ndarray`: not the GPU
+
+
+def test_a_serving_loop_that_runs_a_batch_is_hot_without_an_engine_pack(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "srv/__init__.py": "",
+        "srv/loop.py": """
+            import torch
+
+            class Server:
+                def __init__(self):
+                    self.lens = torch.zeros(8, dtype=torch.int64, device="cuda")
+
+                def serve_forever(self):
+                    while True:
+                        batch = self.next_batch()
+                        self.run_batch(batch)
+
+                def next_batch(self):
+                    return int(self.lens.sum().item())
+
+                def run_batch(self, batch):
+                    return batch
+
+                def report(self):
+                    return int(self.lens.sum().item())
+        """,
+    }, 'engine-packs = false\ndevices = { default = "cuda" }\n')
+    found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
+    assert ("srv/loop.py", 14) in found  # called by the loop that runs a batch
+    assert ("srv/loop.py", 20) not in found  # called by nothing per step
