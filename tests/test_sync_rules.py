@@ -545,3 +545,18 @@ def test_a_fallback_for_a_left_out_argument_in_a_conditional_expression(tmp_path
     assert lines(tmp_path, source, RB101) == []
     hot_field = source.replace("a = self._bounds(self.buf)", "a = self._field(n)")
     assert lines(tmp_path, hot_field, RB101) == [21]
+
+
+def test_a_buffer_allocated_for_callers_that_pass_none_is_on_the_usual_path(tmp_path):
+    source = runner("return self._indices(self.buf), self._lens(self.buf)") + (
+        "\n    def _indices(self, lens, out=None):\n"
+        "        if out is None:\n"
+        "            out = t.empty(int(lens.sum().item()), device=lens.device)\n"
+        "        return out\n"
+        "\n    def _lens(self, lens, lens_host=None):\n"
+        "        if lens_host is None:\n"
+        "            lens_host = int(lens.sum().item())\n"
+        "        return lens_host\n")
+    # The buffer is made whenever a caller passes none; a value is computed only when a
+    # caller did not pass the one it had.
+    assert lines(tmp_path, source, RB102) == [18]

@@ -690,12 +690,25 @@ def _fallback_guard(node: ast.If, optional: frozenset[str]) -> tuple[bool, bool]
                 targets = sub.targets if isinstance(sub, ast.Assign) else \
                     [sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else []
                 if any(_dotted_text(t) == target for t in targets):
-                    return True
+                    # `out = torch.empty(n)`: a buffer the callers that pass none (the usual
+                    # eager path) get here, not a value computed in their stead.
+                    return not _allocates(getattr(sub, "value", None))
         return False
 
     if not branch or not assigns(branch):
         return False, False
     return (True, False) if isinstance(test.ops[0], ast.Is) else (False, True)
+
+
+_BUFFER_FACTORIES = frozenset({"empty", "zeros", "ones", "full", "empty_like", "zeros_like",
+                                "ones_like", "full_like", "new_empty", "new_zeros",
+                                "new_ones", "new_full"})
+
+
+def _allocates(value: ast.expr | None) -> bool:
+    """``torch.empty(...)``, ``x.new_zeros(...)``: a new buffer."""
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+        value.func.attr in _BUFFER_FACTORIES
 
 
 def _missing_argument(test: ast.expr, optional: frozenset[str]) -> bool | None:

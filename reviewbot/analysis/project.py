@@ -40,7 +40,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, memoi
                                     optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 21
+SUMMARY_VERSION = 22
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
