@@ -1350,3 +1350,27 @@ def test_a_serving_loop_that_runs_a_batch_is_hot_without_an_engine_pack(tmp_path
     found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
     assert ("srv/loop.py", 14) in found  # called by the loop that runs a batch
     assert ("srv/loop.py", 20) not in found  # called by nothing per step
+
+
+def test_a_benchmark_loop_is_not_the_engines_per_step_code(tmp_path, run_cli):
+    step = """
+        import torch
+
+        class Bench:
+            def __init__(self, runner):
+                self.runner = runner
+                self.out = torch.zeros(8, device="cuda")
+
+            def run(self, steps):
+                for _ in range(steps):
+                    self.runner.execute_model(None)
+                    err = self.out.abs().max().item()
+                return err
+    """
+    root = write_project(tmp_path, {"eng/__init__.py": "", "eng/bench.py": step,
+                                    "eng/benchmarks/__init__.py": "",
+                                    "eng/benchmarks/forward.py": step},
+                         'devices = { default = "cuda" }\n')
+    found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
+    assert ("eng/bench.py", 12) in found
+    assert ("eng/benchmarks/forward.py", 12) not in found

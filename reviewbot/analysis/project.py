@@ -40,7 +40,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, memoi
                                     optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 22
+SUMMARY_VERSION = 23
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -640,11 +640,11 @@ OTHER_PLATFORM_PARTS = frozenset({"npu", "xpu", "hpu", "tpu", "mlx", "mps", "roc
 def other_platform_path(rel: str) -> bool:
     """Whether a file's path names another accelerator: a folder or file name that is one
     (``hardware_backend/npu/``, ``tpu_model_runner.py`` by its first part), not a word
-    inside a name (``hipflash.py`` is not); or a CPU-backend or test folder."""
+    inside a name (``hipflash.py`` is not); or a CPU-backend, test or benchmark folder."""
     parts = rel.removesuffix(".py").split("/")
     if any(part in OFF_PATH_FOLDERS for part in parts[:-1]) or \
             parts[-1].startswith("test_") or parts[-1] == "conftest":
-        return True  # the CPU backend's own folder (`ops/cpu/`), or tests
+        return True  # the CPU backend's own folder (`ops/cpu/`), tests, benchmarks
     words = parts[-1].split("_")
     if _PLATFORM_WORDS.intersection(words) and not _MOVES_DATA.intersection(words):
         return True  # a backend's module (`cpu_attn.py`, `intel_amx_backend.py`, `x_hip.py`)
@@ -653,8 +653,9 @@ def other_platform_path(rel: str) -> bool:
 
 
 # Folders of code that never runs in a CUDA engine's serving steps: the CPU backend's own
-# implementations, and tests (a test's model `forward` is not the engine's).
-OFF_PATH_FOLDERS = frozenset({"cpu", "test", "tests", "testing"})
+# implementations, tests (a test's model `forward` is not the engine's) and benchmarks
+# (their loops call the engine's step and synchronise on purpose, to time it).
+OFF_PATH_FOLDERS = frozenset({"cpu", "test", "tests", "testing", "benchmark", "benchmarks"})
 # Words of a module's file name that name another platform wherever they stand in it.
 _PLATFORM_WORDS = frozenset({"cpu", "amx", "npu", "xpu", "hpu", "tpu", "rocm", "hip", "mlu",
                              "musa", "ascend", "gaudi", "habana", "aiter", "amd", "mps",
