@@ -1374,3 +1374,38 @@ def test_a_benchmark_loop_is_not_the_engines_per_step_code(tmp_path, run_cli):
     found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
     assert ("eng/bench.py", 12) in found
     assert ("eng/benchmarks/forward.py", 12) not in found
+
+
+def test_the_values_of_a_mapping_field_declared_to_hold_tensors(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/info.py": """
+            import dataclasses
+            from typing import Dict, Optional, Tuple
+            import torch
+
+            @dataclasses.dataclass
+            class BatchInfo:
+                processors: Optional[Dict[int, Tuple[object, torch.Tensor]]] = None
+                masks: Dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)
+                names: Dict[str, Tuple[str, int]] = dataclasses.field(default_factory=dict)
+        """,
+        "eng/sampler.py": """
+            import torch
+            from eng.info import BatchInfo
+
+            class Sampler:
+                def forward(self, logits: torch.Tensor, info: BatchInfo):
+                    for _, (processor, mask) in info.processors.items():
+                        rows = mask.nonzero()
+                    kept = {k: m for k, m in info.masks.items() if m.any()}
+                    for name, count in info.names.values():
+                        if count:
+                            pass
+                    return rows, kept
+        """,
+    }, 'devices = { default = "cuda" }\n')
+    found = {(f["path"], f["line"]) for f in sync_findings(run_cli, root)}
+    assert ("eng/sampler.py", 8) in found  # the tuple's tensor
+    assert ("eng/sampler.py", 9) in found  # a mapping of tensors, in a comprehension
+    assert ("eng/sampler.py", 11) not in found  # no tensor among the values

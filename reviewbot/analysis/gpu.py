@@ -1556,19 +1556,67 @@ class FunctionWalker:
                     self.bind(element, label if label.kind == CUDA else UNKNOWN_L)
                 return
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and \
-                iterable.func.attr in ("items", "keys") and not iterable.args:
-            # A mapping's keys are Python values (names, ids); its values are unknown.
+                iterable.func.attr in ("items", "keys", "values") and not iterable.args:
+            # A mapping's keys are Python values (names, ids); its values are unknown, unless
+            # the mapping is a field declared `Dict[K, Tensor]` or `Dict[K, Tuple[..]]`.
             self.label(iterable.func.value)
-            if iterable.func.attr == "keys":
+            method = iterable.func.attr
+            if method == "keys":
                 self.bind(target, VALUE_L)
+            elif method == "values":
+                self._bind_values(target, iterable.func.value)
             elif isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
                 self.bind(target.elts[0], VALUE_L)
-                self.bind(target.elts[1], UNKNOWN_L)
+                self._bind_values(target.elts[1], iterable.func.value)
             else:
                 self.bind(target, UNKNOWN_L)
             return
         label = self.label(iterable, read=True)
         self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
+
+    def _bind_values(self, target: ast.expr, mapping: ast.expr) -> None:
+        """Bind what iterating a mapping's values gives, by the mapping's declared type."""
+        found = self._declared_of(mapping)
+        spec = found[0][len("mapping:"):] if found and found[0].startswith("mapping:") else ""
+        if not spec:
+            self.bind(target, UNKNOWN_L)
+            return
+        assert isinstance(mapping, ast.Attribute) and found is not None
+        tensor = self._declared_field(mapping.attr, "tensor", found[1])
+        if tensor.kind == CUDA:
+            tensor = tensor.but(why=f"the values of `{found[1]}.{mapping.attr}` are declared "
+                                "torch.Tensor and nothing puts them on the CPU "
+                                "(devices.default: cuda)")
+        if spec == "tensor":
+            self.bind(target, tensor)
+            return
+        kinds = spec.strip("()").split(",")
+        if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(kinds):
+            for element, kind in zip(target.elts, kinds):
+                self.bind(element, tensor if kind == "tensor" else UNKNOWN_L)
+        else:
+            self.bind(target, UNKNOWN_L)
+
+    def _declared_of(self, node: ast.expr) -> tuple[str, str] | None:
+        """The declared kind of a field read as ``self.x`` or ``obj.x`` (obj of a known
+        class), and the class that declares it; None when no class declares it."""
+        if not isinstance(node, ast.Attribute):
+            return None
+        base = node.value
+        cls = self.func.cls
+        if isinstance(base, ast.Name) and base.id == "self" and cls is not None:
+            for klass in self.m._mro(cls):
+                declared = self.m.class_fields.get("local:" + klass.name, {}).get(node.attr)
+                if declared is not None:
+                    return declared, klass.name
+            return None
+        label = self.label(base)
+        if label.kind == OBJECT:
+            for key in label.why.split("|"):
+                declared = self.m.class_fields.get(key, {}).get(node.attr)
+                if declared is not None:
+                    return declared, key.rpartition(".")[2].removeprefix("local:")
+        return None
 
     def branches(self, bodies: list[list[ast.stmt]], host_in_first: tuple[str, ...] = (),
                  quiet: tuple[bool, ...] = (), host_in_second: tuple[str, ...] = (),
@@ -1939,7 +1987,7 @@ class FunctionWalker:
     def _declared_field(self, attr: str, declared: str, owner: str) -> Label:
         """A field whose class declares it: a host value, or a tensor (on the GPU when
         devices.default is cuda and its name does not say host)."""
-        if declared == "host":
+        if declared == "host" or declared.startswith("mapping:"):
             return Label(VALUE, f"`{owner}.{attr}` is declared a host value")
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")

@@ -40,7 +40,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, memoi
                                     optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 23
+SUMMARY_VERSION = 24
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -326,6 +326,35 @@ class _Summariser:
             return "host"
         return None
 
+    def _mapping_values(self, annotation: ast.expr | None) -> str | None:
+        """For a dict whose values are tensors, or tuples holding tensors: "mapping:tensor"
+        or "mapping:(,tensor)" (the kind of each element, "tensor" or empty). A host value
+        itself, but what iterating its values gives is known. None for anything else."""
+        annotation = _unquoted(annotation)
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            members = [m for m in _union_members(annotation)
+                       if not (isinstance(m, ast.Constant) and m.value is None)]
+            return self._mapping_values(members[0]) if len(members) == 1 else None
+        if not isinstance(annotation, ast.Subscript):
+            return None
+        head = (_dotted(annotation.value) or "").rsplit(".", 1)[-1]
+        if head == "Optional":
+            return self._mapping_values(annotation.slice)
+        if head not in ("dict", "Dict", "Mapping", "MutableMapping", "OrderedDict",
+                        "DefaultDict", "defaultdict") or \
+                not isinstance(annotation.slice, ast.Tuple) or len(annotation.slice.elts) != 2:
+            return None
+        value = _unquoted(annotation.slice.elts[1])
+        if self.value_kind(value) == "tensor":
+            return "mapping:tensor"
+        if isinstance(value, ast.Subscript) and \
+                (_dotted(value.value) or "").rsplit(".", 1)[-1] in ("tuple", "Tuple") and \
+                isinstance(value.slice, ast.Tuple):
+            kinds = ["tensor" if self.value_kind(e) == "tensor" else "" for e in value.slice.elts]
+            if "tensor" in kinds:
+                return "mapping:(" + ",".join(kinds) + ")"
+        return None
+
     def _union_kind(self, members: list[ast.expr]) -> str | None:
         """The kind of a union: its members' one kind, or "tensor" for a tensor or
         containers (of tensors, of ids): where the code calls a tensor's method on it, only
@@ -376,7 +405,8 @@ class _Summariser:
                         typ = self._type_of(stmt.annotation)
                         if typ:
                             info["attrs"].setdefault(stmt.target.id, typ)
-                        kind = self.value_kind(stmt.annotation)
+                        kind = self._mapping_values(stmt.annotation) or \
+                            self.value_kind(stmt.annotation)
                         if kind:
                             info["fields"][stmt.target.id] = kind
                 self._index(node.body, info, prefix + node.name + ".")
