@@ -1105,6 +1105,7 @@ class Linker:
         self._mro_cache: dict[str, list[str]] = {}
         self._fields_cache: dict[str, dict[str, str]] = {}
         self._module_cache: dict[str, bool] = {}
+        self._by_snake_name: dict[str, list[str]] | None = None
         self._off_cuda: dict[str, bool] = {}
 
     # Names ---------------------------------------------------------------------------
@@ -1321,9 +1322,13 @@ class Linker:
         wanted = receiver.strip("_").lower()
         if "_" not in wanted:
             return []  # one word (`output.tolist()`) names no class for sure
-        return [qual for qual in self.by_method.get(name, ())
-                if "_".join(w.lower() for w in _CAMEL_WORD.findall(
-                    (self.owner(qual) or "").rpartition(".")[2])) == wanted]
+        if self._by_snake_name is None:  # `LogprobsTensors` -> "logprobs_tensors"
+            self._by_snake_name = {}
+            for cls in self.classes:
+                key = "_".join(w.lower() for w in _CAMEL_WORD.findall(cls.rpartition(".")[2]))
+                self._by_snake_name.setdefault(key, []).append(cls)
+        return [f"{cls}.{name}" for cls in self._by_snake_name.get(wanted, ())
+                if f"{cls}.{name}" in self.functions]
 
     def _named_like(self, candidates: list[str], receiver: str) -> list[str]:
         """Of the methods a call on an unknown object may reach, those of the classes the
