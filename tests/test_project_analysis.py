@@ -1409,3 +1409,108 @@ def test_the_values_of_a_mapping_field_declared_to_hold_tensors(tmp_path, run_cl
     assert ("eng/sampler.py", 8) in found  # the tuple's tensor
     assert ("eng/sampler.py", 9) in found  # a mapping of tensors, in a comprehension
     assert ("eng/sampler.py", 11) not in found  # no tensor among the values
+
+
+def test_values_a_reader_knows_are_not_cuda_tensors_or_per_step(tmp_path, run_cli):
+    # Each quiet line is a sync-looking call that a reader of the code knows is harmless:
+    # a method no tensor has, the else of a named isinstance test, the parts a module walk
+    # yields, a test for another device type, work once per key or per cache, tensors a
+    # comment declares on the host. The last line is the control: still reported.
+    root = write_project(tmp_path, {"e/__init__.py": "", "e/meta.py": """
+        from dataclasses import dataclass
+        import torch
+
+        @dataclass
+        class PoolMeta:
+            prompt_lens: torch.Tensor  # CPU tensor
+            token_ids: torch.Tensor
+    """, "e/runner.py": """
+        import torch
+        import vllm
+        from e.meta import PoolMeta
+
+        class ModelRunner:
+            pools = {}
+
+            def __init__(self):
+                self.model = torch.nn.Linear(4, 4)
+
+            def execute_model(self, norm: torch.Tensor, alpha: torch.Tensor, z: torch.Tensor,
+                              counts: torch.Tensor,  # host tensor, filled by the scheduler
+                              meta: PoolMeta):
+                if norm.fused_kernel_ok(z):
+                    pass
+                is_tensor = isinstance(alpha, torch.Tensor)
+                if is_tensor:
+                    pass
+                else:
+                    scale = float(alpha)
+                for prefix, part in self.model.named_modules():
+                    if prefix:
+                        pass
+                if z.device.type == "mps":
+                    z = z.to("cpu")
+                self.first_launch(z)
+                pool = self.pools.get(z.shape[0])
+                if pool is None:
+                    torch.cuda.synchronize()
+                    self.pools[z.shape[0]] = pool = object()
+                lens = meta.prompt_lens.tolist()
+                ids = meta.token_ids.tolist()
+                return counts.tolist(), lens, ids
+
+            def first_launch(self, z):
+                key = z.shape
+                if key in self._launched:
+                    return
+                torch.cuda.synchronize()
+                self._launched.add(key)
+    """})
+    found = [(f["line"], f["code"]) for f in sync_findings(run_cli, root)]
+    assert found == [(33, "RB101")]
+
+
+def test_the_block_for_a_left_out_argument_is_quiet_when_every_hot_caller_passes_it(
+        tmp_path, run_cli):
+    # `plan` and `key_of` read the GPU only when a caller leaves out the host copy; every
+    # hot caller passes it (directly, or through a parameter its own caller fills), so
+    # those blocks are not per step. `span` is given a field that may be None.
+    root = write_project(tmp_path, {"e/__init__.py": "", "e/attn.py": """
+        import torch
+
+        def plan(lens: torch.Tensor, lens_host=None):
+            if lens_host is None:
+                n = lens.tolist()
+            else:
+                n = lens_host
+            return n
+
+        def key_of(lens: torch.Tensor, layout=None):
+            if layout is not None:
+                return layout
+            return tuple(lens.tolist())
+
+        def span(lens: torch.Tensor, sizes_host=None):
+            if sizes_host is None:
+                n = lens.tolist()
+            else:
+                n = sizes_host
+            return n
+
+        def forward_plan(lens: torch.Tensor, lens_host=None):
+            return plan(lens, lens_host=lens_host)
+    """, "e/runner.py": """
+        import torch
+        import vllm
+        from e.attn import forward_plan, key_of, plan, span
+
+        class ModelRunner:
+            def execute_model(self, lens: torch.Tensor, batch):
+                bounds = [0, 4]
+                plan(lens, lens_host=tuple(bounds))
+                forward_plan(lens, lens_host=bounds)
+                key_of(lens, layout=("ragged", 4))
+                return span(lens, sizes_host=batch.sizes_host)
+    """})
+    found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == [("e/attn.py", 18)]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, NamedTuple
 
+from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
 CUDA, CPU, VALUE, UNKNOWN = "cuda", "cpu", "value", "unknown"
@@ -572,7 +573,8 @@ def _platform_check(test: ast.expr) -> str | None:
 
 def _device_check(test: ast.expr) -> str | None:
     """"cpu" for a test that holds only for a tensor on the host (``t.device.type ==
-    "cpu"``, ``t.device == torch.device("cpu")``, ``str(t.device) != "cuda"``), "cuda" for
+    "cpu"``, ``t.device == torch.device("cpu")``, ``str(t.device) != "cuda"``; also any other
+    device type, ``t.device.type == "mps"``), "cuda" for
     one that holds only on the GPU, else None."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
             isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
@@ -583,8 +585,10 @@ def _device_check(test: ast.expr) -> str | None:
     if isinstance(right, ast.Call) and isinstance(right.func, ast.Attribute) and \
             right.func.attr == "device" and len(right.args) == 1:
         right = right.args[0]  # torch.device("cpu")
-    if not (isinstance(right, ast.Constant) and right.value in ("cpu", "cuda")):
+    if not (isinstance(right, ast.Constant) and right.value in _DEVICE_TYPES):
         return None
+    if right.value not in ("cpu", "cuda") and not isinstance(test.ops[0], ast.Eq):
+        return None  # `!= "mps"`: CUDA and the CPU alike
     if isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and \
             left.func.id == "str" and len(left.args) == 1:
         left = left.args[0]
@@ -592,8 +596,15 @@ def _device_check(test: ast.expr) -> str | None:
         left = left.value
     if not (isinstance(left, ast.Attribute) and left.attr == "device"):
         return None
-    on_host = (right.value == "cpu") == isinstance(test.ops[0], ast.Eq)
+    on_host = (right.value != "cuda") == isinstance(test.ops[0], ast.Eq)
     return "cpu" if on_host else "cuda"
+
+
+# The nn.Module methods that walk a model's parts.
+_MODULE_WALKS = frozenset({"named_modules", "named_parameters", "named_buffers",
+                           "named_children", "modules", "parameters", "buffers", "children"})
+# Device types of torch: a test for any but "cuda" holds off the GPU (`== "mps"`).
+_DEVICE_TYPES = frozenset({"cpu", "cuda", "mps", "xpu", "npu", "hpu", "xla", "meta", "mtia"})
 
 
 def _host_only_test(test: ast.expr) -> bool:
@@ -723,21 +734,73 @@ def _missing_argument(test: ast.expr, optional: frozenset[str]) -> bool | None:
     return None
 
 
-def _once_guard(node: ast.If) -> bool:
-    """``if self.x is None: ... self.x = ...``: the block fills a cache once."""
+def _once_guard(node: ast.If, aliases: dict[str, str] | None = None) -> bool:
+    """``if self.x is None: ... self.x = ...``: the block fills a cache once. Also through
+    a local copy (``x = self.x_int``, ``pool = cls.pools.get(key)``) and for several caches
+    at once (``if a is None or b is None:``); the block fills the cache, or its entry."""
     test = node.test
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.Is) and isinstance(test.comparators[0], ast.Constant)
-            and test.comparators[0].value is None and isinstance(test.left, ast.Attribute)):
+    atoms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) \
+        else [test]
+    targets: set[str] = set()
+    for atom in atoms:
+        if not (isinstance(atom, ast.Compare) and len(atom.ops) == 1
+                and isinstance(atom.ops[0], ast.Is) and isinstance(atom.comparators[0],
+                                                                   ast.Constant)
+                and atom.comparators[0].value is None):
+            return False
+        if isinstance(atom.left, ast.Attribute):
+            target = _dotted_text(atom.left)
+        elif isinstance(atom.left, ast.Name) and aliases:
+            target = aliases.get(atom.left.id)
+        else:
+            target = None
+        if target is None or not _long_lived(target):
+            return False
+        targets.add(target)
+
+    def fills(stmt: ast.AST) -> set[str]:
+        found: set[str] = set()
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                found.add(_dotted_text(t.value if isinstance(t, ast.Subscript) else t) or "")
+        return found
+
+    filled: set[str] = set()
+    for stmt in ast.walk(node):
+        filled |= fills(stmt)
+    return targets <= filled
+
+
+def _long_lived(target: str) -> bool:
+    """A long-lived object's cache (``self.x``, a layer's private ``_x``), not a per-step
+    one's."""
+    return target.startswith(("self.", "cls.")) or target.rpartition(".")[2].startswith("_")
+
+
+def _seen_guard(stmt: ast.stmt, rest: list[ast.stmt]) -> bool:
+    """``if key in self._done: return`` followed by ``self._done.add(key)``: what follows
+    runs once per key."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and
+            isinstance(stmt.body[-1], ast.Return)):
         return False
-    target = _dotted_text(test.left)
-    # A long-lived object's cache (`self.x`, a layer's private `_x`), not a per-step one's.
-    if target is None or not (target.startswith(("self.", "cls.")) or
-                              target.rpartition(".")[2].startswith("_")):
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], ast.In)):
         return False
-    return any(isinstance(stmt, (ast.Assign, ast.AnnAssign)) and any(
-        _dotted_text(t) == target for t in (stmt.targets if isinstance(stmt, ast.Assign)
-                                            else [stmt.target])) for stmt in ast.walk(node))
+    container = _dotted_text(test.comparators[0])
+    if container is None or not _long_lived(container):
+        return False
+    for later in rest:
+        for sub in ast.walk(later):
+            if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                    sub.func.attr in ("add", "append", "setdefault", "update") and \
+                    _dotted_text(sub.func.value) == container:
+                return True
+            if isinstance(sub, ast.Assign) and any(
+                    isinstance(t, ast.Subscript) and _dotted_text(t.value) == container
+                    for t in sub.targets):
+                return True
+    return False
 
 
 def _dotted_text(expr: ast.expr) -> str | None:
@@ -796,6 +859,27 @@ def _host_narrowing(test: ast.expr) -> tuple[tuple[str, ...], tuple[str, ...],
     return ((orelse, body) if negated else (body, orelse)) + ((),)
 
 
+def _cache_read(value: ast.expr) -> str | None:
+    """``self.x`` or ``cls.pools.get(key)`` of a long-lived object: the cache read."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+            value.func.attr == "get" and value.args:
+        value = value.func.value
+    if isinstance(value, ast.Attribute):
+        target = _dotted_text(value)
+        if target is not None and _long_lived(target):
+            return target
+    return None
+
+
+def _type_test(value: ast.expr) -> bool:
+    """``isinstance(x, ...)`` or ``torch.is_tensor(x)`` of a name."""
+    if not (isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name)):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in ("isinstance", "is_tensor")
+
+
 def _isinstance_names(kinds: ast.expr) -> list[str]:
     """The last part of each class an ``isinstance`` test names."""
     elts = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
@@ -835,6 +919,21 @@ _FLAG_PREFIXES = ("is_", "has_", "use_", "uses_", "skip_", "enable_", "enabled_"
 # Classes whose attributes are settings (Python values), whatever other classes declare
 # under the same names.
 _SETTINGS_CLASSES = ("Config", "Configs", "Args", "Arguments", "Options")
+
+
+_HOST_COMMENT = re.compile(r"\b(?:cpu|host)\b", re.IGNORECASE)
+_DEVICE_COMMENT = re.compile(r"\b(?:gpu|cuda|device)\b", re.IGNORECASE)
+
+
+def host_comment(lines: list[str], number: int) -> bool:
+    """Whether line ``number`` (1-based) ends in a comment saying its value is on the host
+    (``prompt_lens: torch.Tensor  # CPU tensor``) and not also the GPU."""
+    if not 0 < number <= len(lines) or "#" not in lines[number - 1]:
+        return False
+    code, _, comment = lines[number - 1].partition("#")
+    if code.count('"') % 2 or code.count("'") % 2:
+        return False  # the `#` is in a string
+    return bool(_HOST_COMMENT.search(comment)) and not _DEVICE_COMMENT.search(comment)
 
 
 def flag_named(name: str) -> bool:
@@ -987,6 +1086,8 @@ class ModuleAnalyzer:
         self.other_platform = bool(devices.get("other_platform"))
         # function -> tensor parameters a caller elsewhere fills with a host value
         self.host_params: dict[str, list[str]] = devices.get("host_params", {}) or {}
+        # function -> `p=None` parameters every hot caller passes
+        self.passed_params: dict[str, list[str]] = devices.get("passed_params", {}) or {}
         # Fields some code in the project sets to a host copy: their device depends on
         # when they are read, so the default device is not assumed for them.
         self.moved_to_host = frozenset(devices.get("moved_to_host", ()))
@@ -1469,6 +1570,9 @@ class FunctionWalker:
         self.report = report
         self.optional = optional_parameters(func.node) if isinstance(
             func.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else frozenset()
+        # Of those, the ones every hot caller passes: the block for a left-out one is not
+        # on the hot path.
+        self.passed = frozenset(module.passed_params.get(func.qualname, ())) & self.optional
         self.env: dict[str, Label] = {}
         # Host reads of a buffer whose non_blocking copy nobody waited for (reporting walks).
         self.unwaited: dict[tuple[int, int, int, int], tuple[str, int]] = {}
@@ -1480,6 +1584,8 @@ class FunctionWalker:
         self.call_args: list[tuple[str, dict[str, Label]]] = []
         self.elements: dict[int, Label] = {}  # id of a list/tuple display -> its elements
         self.items: dict[int, list[Label]] = {}  # id of a tuple display -> each element's
+        self.tests: dict[str, ast.expr] = {}  # `is_t = isinstance(x, torch.Tensor)`
+        self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
         # Each labelled expression's (label, sync allowed), by its ast span (record_labels).
         self.recorded: dict[tuple[int, int, int, int], tuple[Label, bool]] | None = None
@@ -1507,6 +1613,10 @@ class FunctionWalker:
                                                "(keep_on_cpu or the packs' host-names)")
             elif self._is_tensor_annotation(arg.annotation) and host_named(arg.arg):
                 self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is named as a host value")
+            elif arg.annotation is not None and \
+                    host_comment(module.source.lines, arg.annotation.end_lineno or 0):
+                self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is declared a host tensor (the "
+                                               "comment on its line says so)")
             elif arg.arg in module.host_params.get(func.qualname, ()):
                 # Not taken to be on the GPU: a caller in the project passes a host value.
                 self.env[arg.arg] = Label(UNKNOWN, f"a caller passes a host value as "
@@ -1532,10 +1642,12 @@ class FunctionWalker:
     def block(self, body: list[ast.stmt]) -> None:
         """Walk statements in order."""
         hushed = 0
-        for stmt in body:
+        for index, stmt in enumerate(body):
             self.stmt(stmt)
-            if not hushed and _returns_early_unless_guarded(stmt):
-                hushed = 1  # the rest runs only behind a guard
+            if not hushed and (_returns_early_unless_guarded(stmt) or
+                               _seen_guard(stmt, body[index + 1:]) or
+                               self._returns_when_passed(stmt)):
+                hushed = 1  # the rest runs only behind a guard, or once per key
                 self.allowed += 1
         self.allowed -= hushed
 
@@ -1568,6 +1680,18 @@ class FunctionWalker:
             elif isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2:
                 self.bind(target.elts[0], VALUE_L)
                 self._bind_values(target.elts[1], iterable.func.value)
+            else:
+                self.bind(target, UNKNOWN_L)
+            return
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and \
+                iterable.func.attr in _MODULE_WALKS:
+            # `for name, sub in model.named_modules()`: names, and parts of the model; not
+            # the outputs of a call of the model.
+            self.label(iterable.func.value)
+            if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == 2 and \
+                    iterable.func.attr.startswith("named_"):
+                self.bind(target.elts[0], VALUE_L)
+                self.bind(target.elts[1], UNKNOWN_L)
             else:
                 self.bind(target, UNKNOWN_L)
             return
@@ -1687,6 +1811,17 @@ class FunctionWalker:
         if isinstance(node, ast.Assign):
             self.async_copy_line = None
             label = self.label(node.value)
+            if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                if _type_test(node.value):
+                    self.tests[name] = node.value
+                else:
+                    self.tests.pop(name, None)
+                cache = _cache_read(node.value)
+                if cache:
+                    self.cached[name] = cache
+                else:
+                    self.cached.pop(name, None)
             for target in node.targets:
                 self.bind(target, label, node.value)
                 if self.async_copy_line is not None:
@@ -1717,12 +1852,15 @@ class FunctionWalker:
             fallback = _fallback_guard(node, self.optional)
             if any(fallback):
                 quiet = (quiet[0] or fallback[0], quiet[1] or fallback[1])
+            missing = _missing_argument(node.test, self.passed) if self.passed else None
+            if missing is not None:  # `if lens_cpu is None:`, and the hot callers pass it
+                quiet = (quiet[0] or missing, quiet[1] or not missing)
             if not quiet[0]:
                 self.condition(node.test)  # evaluated every time, also before a raise
             quiet = (quiet[0] or error_only(node.body), quiet[1] or error_only(node.orelse))
-            once = self._clears_own_guard(node) or _once_guard(node)
+            once = self._clears_own_guard(node) or _once_guard(node, self.cached)
             self.allowed += once
-            host_body, host_else, containers = _host_narrowing(node.test)
+            host_body, host_else, containers = _host_narrowing(self._test_of(node.test))
             self.branches([node.body, node.orelse], _not_cuda_checks(node.test) + host_body,
                           quiet, host_else, self._narrowed(node.test, containers))
             self.allowed -= once
@@ -1780,6 +1918,23 @@ class FunctionWalker:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.label(child)
+
+    def _returns_when_passed(self, stmt: ast.stmt) -> bool:
+        """``if key is not None: return ...`` for a parameter every hot caller passes: what
+        follows runs only for callers that leave it out."""
+        return bool(self.passed) and isinstance(stmt, ast.If) and not stmt.orelse and \
+            bool(stmt.body) and isinstance(stmt.body[-1], (ast.Return, ast.Raise)) and \
+            _missing_argument(stmt.test, self.passed) is False
+
+    def _test_of(self, test: ast.expr) -> ast.expr:
+        """The type test a name was bound to (``if is_t:`` after ``is_t = isinstance(x,
+        torch.Tensor)``), else the test itself."""
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        inner = test.operand if negated else test  # type: ignore[attr-defined]
+        if isinstance(inner, ast.Name) and inner.id in self.tests:
+            bound = self.tests[inner.id]
+            return ast.UnaryOp(op=ast.Not(), operand=bound) if negated else bound
+        return test
 
     def _narrowed(self, test: ast.expr, containers: tuple[str, ...]) -> dict[str, Label]:
         """What ``isinstance(x, C)`` proves where it holds: a Python container (a host
@@ -1989,6 +2144,9 @@ class FunctionWalker:
         devices.default is cuda and its name does not say host)."""
         if declared == "host" or declared.startswith("mapping:"):
             return Label(VALUE, f"`{owner}.{attr}` is declared a host value")
+        if declared == "cpu":
+            return Label(CPU, f"`{owner}.{attr}` is declared a host tensor (the comment on "
+                              "its declaration says so)")
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
         if attr in self.m.moved_to_host:
@@ -2352,6 +2510,10 @@ class FunctionWalker:
         if method in ("float", "half", "bfloat16", "long", "int", "double", "short", "byte",
                       "char"):
             return receiver.but(boolean=False)
+        if method not in TENSOR_METHODS:
+            # `norm.supports_fused_kernel(x)`: no tensor has that method, so the receiver
+            # is some other object taken for a tensor, and the result is not its device.
+            return UNKNOWN_L
         return receiver
 
 

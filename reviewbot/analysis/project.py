@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import hashlib
 import hmac
 import json
@@ -36,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, memoised,
-                                    optional_parameters)
+from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, host_comment,
+                                    memoised, optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 24
+SUMMARY_VERSION = 25
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -407,6 +408,8 @@ class _Summariser:
                             info["attrs"].setdefault(stmt.target.id, typ)
                         kind = self._mapping_values(stmt.annotation) or \
                             self.value_kind(stmt.annotation)
+                        if kind == "tensor" and host_comment(self.lines, stmt.end_lineno or 0):
+                            kind = "cpu"  # `prompt_lens: torch.Tensor  # CPU tensor`
                         if kind:
                             info["fields"][stmt.target.id] = kind
                 self._index(node.body, info, prefix + node.name + ".")
@@ -542,6 +545,13 @@ class _Summariser:
         hints = self._host_arguments(node, types)
         if hints:
             out["host_args"] = hints
+        body_text = "\n".join(self.lines[first - 1:last])
+        guards = sorted(p for p in optional if _none_test(p).search(body_text))
+        if guards:
+            out["none_guards"] = guards  # `if p is None:` of a parameter `p=None`
+        passed = _passed_keywords(body_text, optional)
+        if passed:
+            out["passes"] = passed
         returns = self.value_kind(node.returns)
         if returns == "tensor" and returned_values and all(map(_python_number, returned_values)):
             returns = "host"  # `-> torch.Tensor` over `return total.item()`: the code wins
@@ -619,6 +629,51 @@ class _Summariser:
                 return f"F:{name}"
             return f"Q:{qual}.{name}"
         return f"M:{name}:{parts[-2]}"  # with the receiver's name, to choose among classes
+
+@functools.lru_cache(maxsize=4096)
+def _none_test(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.]){re.escape(name)}\s+is\s+(?:not\s+)?None\b")
+
+
+# `f(x, seq_lens_cpu=lens_list)`: a keyword argument and the start of its value.
+_KEYWORD_ARGUMENT = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*=(?!=)\s*([^,\n)]*)")
+_DEFINITE_VALUE = re.compile(r"(?:[-+0-9\"'\[({~]|(?:True|False)\b|[A-Za-z_][\w.]*\s*\()")
+_NAME_VALUE = re.compile(r"[A-Za-z_]\w*")
+
+
+def _passed_keywords(text: str, optional: frozenset[str]) -> dict[str, str]:
+    """The keyword arguments a function's calls pass with a value that is not None: a
+    literal, a display, a call, or a local name never set to None ("" for those), or one
+    of its own ``p=None`` parameters passed on ("=p": not None when its own callers pass
+    it). An attribute, ``getattr``, a name set to None, a conditional: maybe None."""
+    if "=" not in text:
+        return {}
+    out: dict[str, str] = {}
+    maybe: set[str] = set()
+    for match in _KEYWORD_ARGUMENT.finditer(text):
+        name, value = match.group(1), match.group(2).strip()
+        if name in maybe:
+            continue
+        verdict: str | None = None
+        if " if " in value or value.startswith(("None", "getattr(", "kwargs", "**")):
+            verdict = None
+        elif _NAME_VALUE.fullmatch(value):
+            if value in optional:
+                verdict = "=" + value
+            elif not re.search(rf"(?<![\w.]){re.escape(value)}\s*(?::[^=\n]*)?=\s*None\b",
+                               text):
+                verdict = ""
+        elif _DEFINITE_VALUE.match(value) and ".get(" not in value:
+            verdict = ""
+        if verdict is None or out.get(name, verdict) != verdict:
+            maybe.add(name)  # somewhere passed a value that may be None
+            out.pop(name, None)
+        else:
+            out[name] = verdict
+        if len(out) >= 64:
+            break
+    return out
+
 
 def _union_members(annotation: ast.expr) -> list[ast.expr]:
     """The members of ``A | B | C``."""
@@ -1022,6 +1077,8 @@ class HotFacts:
     imported_returns: dict[str, frozenset[str]] = field(default_factory=dict)
     # rel -> function -> tensor parameters some caller fills with a host value
     host_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # rel -> function -> `p=None` parameters every hot caller passes (not None)
+    passed_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def for_file(self, rel: str) -> dict[str, list[str]]:
         """The hot functions of one file (relative path) and their chains."""
@@ -1046,6 +1103,8 @@ class HotFacts:
             out["kept_on_cpu"] = sorted(self.kept_on_cpu)
         if rel in self.host_params:
             out["host_params"] = self.host_params[rel]
+        if rel in self.passed_params:
+            out["passed_params"] = self.passed_params[rel]
         moved = names & self.moved_to_host
         if moved:
             out["moved_to_host"] = sorted(moved)
@@ -1543,6 +1602,8 @@ class Linker:
             for info in summary["classes"].values():
                 for name, kind in info.get("fields", {}).items():
                     field_kinds.setdefault(name, set()).add(kind)
+                    if kind == "cpu" and "_" in name.strip("_"):
+                        kept.add(name)  # declared a host tensor: so are its copies' names
             for local, info in summary["functions"].items():
                 name = local.rpartition(".")[2]
                 return_kinds.setdefault(name, set()).add(info.get("returns", ""))
@@ -1557,6 +1618,7 @@ class Linker:
             entry, local = self.functions[qual]
             facts.hot.setdefault(entry.rel, {})[local] = chain
         facts.host_params = self.host_parameters(hot_callers)
+        facts.passed_params = self.passed_parameters(hot_callers)
         facts.is_module_class = {c for c in self.classes if self._module_cache.get(c)}
         return facts
 
@@ -1599,6 +1661,38 @@ class Linker:
             out.setdefault(target.rel, {}).setdefault(name, set()).add(param)
         return {rel: {name: sorted(params) for name, params in funcs.items()}
                 for rel, funcs in out.items()}
+
+    def passed_parameters(self, hot_callers: Mapping[str, set[str]]
+                          ) -> dict[str, dict[str, list[str]]]:
+        """rel -> function -> its ``p=None`` parameters, tested ``p is None``, that every
+        hot caller passes by keyword with a value that is not None (a literal, a call, a
+        local name never set to None, or its own such parameter that its callers pass): the
+        block for a left-out ``p`` is not on the hot path."""
+        known: dict[tuple[str, str], bool] = {}
+
+        def always(callee: str, param: str, depth: int) -> bool:
+            key = (callee, param)
+            if key not in known:
+                known[key] = False  # a cycle proves nothing
+                callers = hot_callers.get(callee)
+                known[key] = bool(callers) and all(passes(c, param, depth) for c in callers)
+            return known[key]
+
+        def passes(caller: str, param: str, depth: int) -> bool:
+            entry, local = self.functions[caller]
+            how = entry.summary["functions"][local].get("passes", {}).get(param)
+            if how is None:
+                return False
+            return how == "" or (depth < 8 and always(caller, how[1:], depth + 1))
+
+        out: dict[str, dict[str, list[str]]] = {}
+        for qual, callers in hot_callers.items():
+            entry, local = self.functions[qual]
+            guards = entry.summary["functions"][local].get("none_guards")
+            for param in guards or ():
+                if always(qual, param, 0):
+                    out.setdefault(entry.rel, {}).setdefault(local, []).append(param)
+        return out
 
     def _display(self, callee: str, caller: str) -> str:
         entry, local = self.functions[callee]
