@@ -1474,7 +1474,8 @@ def test_the_block_for_a_left_out_argument_is_quiet_when_every_hot_caller_passes
         tmp_path, run_cli):
     # `plan` and `key_of` read the GPU only when a caller leaves out the host copy; every
     # hot caller passes it (directly, or through a parameter its own caller fills), so
-    # those blocks are not per step. `span` is given a field that may be None.
+    # those blocks are not per step. `span` is given a field that may be None. A flag every
+    # hot caller sets (`top`) decides its test; one left to its default does not.
     root = write_project(tmp_path, {"e/__init__.py": "", "e/attn.py": """
         import torch
 
@@ -1499,10 +1500,20 @@ def test_the_block_for_a_left_out_argument_is_quiet_when_every_hot_caller_passes
 
         def forward_plan(lens: torch.Tensor, lens_host=None):
             return plan(lens, lens_host=lens_host)
+
+        def top(values: torch.Tensor, no_copy: bool = False):
+            if not no_copy:
+                values = values.tolist()
+            return values
+
+        def top_default(values: torch.Tensor, no_copy: bool = False):
+            if not no_copy:
+                values = values.tolist()
+            return values
     """, "e/runner.py": """
         import torch
         import vllm
-        from e.attn import forward_plan, key_of, plan, span
+        from e.attn import forward_plan, key_of, plan, span, top, top_default
 
         class ModelRunner:
             def execute_model(self, lens: torch.Tensor, batch):
@@ -1510,7 +1521,9 @@ def test_the_block_for_a_left_out_argument_is_quiet_when_every_hot_caller_passes
                 plan(lens, lens_host=tuple(bounds))
                 forward_plan(lens, lens_host=bounds)
                 key_of(lens, layout=("ragged", 4))
+                top(lens, no_copy=True)
+                top_default(lens)  # the default: copies
                 return span(lens, sizes_host=batch.sizes_host)
     """})
     found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
-    assert found == [("e/attn.py", 18)]
+    assert found == [("e/attn.py", 18), ("e/attn.py", 33)]

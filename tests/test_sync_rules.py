@@ -338,6 +338,32 @@ def test_code_for_another_accelerator_is_not_cuda(tmp_path):
     assert findings(tmp_path, source, RB101) == []
     assert len(findings(tmp_path, source.replace("import torch_xla.core.xla_model as xm", ""),
                         RB101)) == 1
+    # Imported only on that platform (`if is_xla():`, `try:`): the module is CUDA code too.
+    for guarded in ("if is_xla():\n        import torch_xla.core.xla_model as xm",
+                    "try:\n        import torch_xla.core.xla_model as xm\n"
+                    "    except ImportError:\n        xm = None"):
+        both = source.replace("import torch_xla.core.xla_model as xm", guarded).replace(
+            "xm.xla_device()", '"cpu"')
+        assert len(findings(tmp_path, both, RB101)) == 1, guarded
+    # A function that uses the platform's stack is that platform's code.
+    npu = '''
+    import torch
+
+    if is_npu():
+        import torch_npu
+
+    class Runner:
+        def execute_model(self, x):
+            self.sample_npu(x)
+            if is_npu():
+                torch_npu.warm(x)
+            return torch.zeros(4, device="cuda").tolist()
+
+        def sample_npu(self, x):
+            y = torch_npu.top_k(x)
+            return torch.zeros(4, device="cuda").tolist()
+    '''
+    assert lines(tmp_path, npu, RB101) == [12]
 
 
 def test_work_behind_a_flag_it_clears_runs_once(tmp_path):

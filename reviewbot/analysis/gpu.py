@@ -441,18 +441,31 @@ class Names:
 
     def __init__(self, tree: ast.Module) -> None:
         self.aliases: dict[str, str] = {}
+        self.conditional: dict[str, str] = {}  # names an `if`/`try` block imports
         self.scan(tree.body)
+        # What the module imports whatever the platform: the imports at its top level, not
+        # in an `if is_npu():` or a `try:` block.
+        self.unconditional = frozenset(
+            self.aliases[alias.asname or (alias.name if isinstance(node, ast.ImportFrom)
+                                          else alias.name.split(".", 1)[0])]
+            for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+            and not getattr(node, "level", 0) and (isinstance(node, ast.Import) or node.module)
+            for alias in node.names if alias.name != "*")
 
-    def scan(self, body: list[ast.stmt]) -> None:
+    def scan(self, body: list[ast.stmt], nested: bool = False) -> None:
         """Record the imports of a block (and of the if/try blocks in it)."""
         for node in body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
+                before = dict(self.aliases) if nested else None
                 self.add(node)
+                if before is not None:
+                    self.conditional.update((name, qual) for name, qual in self.aliases.items()
+                                            if before.get(name) != qual)
             elif isinstance(node, (ast.If, ast.Try)):
                 for attr in ("body", "orelse", "finalbody"):
-                    self.scan(getattr(node, attr, []) or [])
+                    self.scan(getattr(node, attr, []) or [], True)
                 for handler in getattr(node, "handlers", []) or []:
-                    self.scan(handler.body)
+                    self.scan(handler.body, True)
 
     def add(self, node: ast.Import | ast.ImportFrom) -> None:
         """Record one import statement."""
@@ -871,6 +884,26 @@ def _cache_read(value: ast.expr) -> str | None:
     return None
 
 
+def _uses_names(body: list[ast.stmt], names: frozenset[str]) -> bool:
+    """Whether statements read one of ``names``, outside blocks that run only on
+    another platform."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and node.id in names:
+            return True
+        if isinstance(node, ast.If):
+            quiet_body, quiet_else = guard_of(node.test)
+            stack.append(node.test)
+            if not quiet_body:
+                stack.extend(node.body)
+            if not quiet_else:
+                stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def _type_test(value: ast.expr) -> bool:
     """``isinstance(x, ...)`` or ``torch.is_tensor(x)`` of a name."""
     if not (isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name)):
@@ -1086,8 +1119,8 @@ class ModuleAnalyzer:
         self.other_platform = bool(devices.get("other_platform"))
         # function -> tensor parameters a caller elsewhere fills with a host value
         self.host_params: dict[str, list[str]] = devices.get("host_params", {}) or {}
-        # function -> `p=None` parameters every hot caller passes
-        self.passed_params: dict[str, list[str]] = devices.get("passed_params", {}) or {}
+        # function -> parameter -> what every hot caller passes: "" (not None), "T", "F"
+        self.passed_params: dict[str, dict[str, str]] = devices.get("passed_params", {}) or {}
         # Fields some code in the project sets to a host copy: their device depends on
         # when they are read, so the default device is not assumed for them.
         self.moved_to_host = frozenset(devices.get("moved_to_host", ()))
@@ -1112,6 +1145,12 @@ class ModuleAnalyzer:
         self.packs = packs
         self.names = Names(tree)
         self.m_packs_non_cuda = packs.non_cuda_imports
+        prefixes = tuple(packs.non_cuda_imports)
+        self._platform_names = frozenset(
+            name for name, qual in self.names.conditional.items()
+            if self.names.aliases.get(name) == qual and any(
+                qual == p or qual.startswith(p + ".") for p in prefixes))
+        self._off_platform: dict[str, bool] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.all_classes: list[ClassInfo] = []  # with the ones a later class of the same name hides
         self.functions: dict[str, FunctionInfo] = {}
@@ -1260,8 +1299,22 @@ class ModuleAnalyzer:
 
     # Hot paths ----------------------------------------------------------------------
     def is_startup(self, func: FunctionInfo) -> bool:
-        """Whether ``func`` is start-up code, or memoised (never hot)."""
-        return _matches(func.qualname, self.packs.startup_functions) or memoised(func.node)
+        """Whether ``func`` is start-up code, or memoised, or code for another platform
+        (never hot)."""
+        return _matches(func.qualname, self.packs.startup_functions) or \
+            memoised(func.node) or self.off_platform(func)
+
+    def off_platform(self, func: FunctionInfo) -> bool:
+        """Whether ``func`` uses another accelerator's stack that the module imports only
+        on that platform (``if is_npu(): import torch_npu``), outside a platform test of
+        its own."""
+        names = self._platform_names
+        if not names or not any(name in func.summary.text for name in names):
+            return False
+        found = self._off_platform.get(func.qualname)
+        if found is None:
+            found = self._off_platform[func.qualname] = _uses_names(func.node.body, names)
+        return found
 
     def is_entry(self, func: FunctionInfo) -> bool:
         """Whether ``func`` is a per-step entry point."""
@@ -1388,7 +1441,7 @@ class ModuleAnalyzer:
         linked = sorted((len(chain), qualname) for qualname, chain in self.linked_hot.items()
                         if qualname not in chains and qualname in self.functions)
         for _, qualname in linked:
-            if qualname not in chains:
+            if qualname not in chains and not self.off_platform(self.functions[qualname]):
                 chains[qualname] = list(self.linked_hot[qualname])
                 self._spread(chains, [self.functions[qualname]])
         return chains
@@ -1465,8 +1518,10 @@ class ModuleAnalyzer:
         return result
 
     def non_cuda(self) -> bool:
-        """Whether the module imports another accelerator's stack (XLA, Neuron, ...), or
-        its path names one (``hardware_backend/npu/``)."""
+        """Whether the module imports another accelerator's stack (XLA, Neuron, ...) at
+        its top level, or its path names one (``hardware_backend/npu/``). An import under a
+        platform test (``if is_npu(): import torch_npu``) leaves the rest of the module
+        CUDA code."""
         if self.other_platform:
             return True
         prefixes = self.m_packs_non_cuda
@@ -1474,7 +1529,7 @@ class ModuleAnalyzer:
             return False
         exact, dotted = set(prefixes), tuple(p + "." for p in prefixes)
         return any(qual in exact or qual.startswith(dotted)
-                   for qual in self.names.aliases.values())
+                   for qual in self.names.unconditional)
 
     def _needing_walk(self, hot: list[FunctionInfo]) -> set[str]:
         """Hot functions that may hold a sync, and those that call one (to label its
@@ -1572,7 +1627,11 @@ class FunctionWalker:
             func.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else frozenset()
         # Of those, the ones every hot caller passes: the block for a left-out one is not
         # on the hot path.
-        self.passed = frozenset(module.passed_params.get(func.qualname, ())) & self.optional
+        given = module.passed_params.get(func.qualname, {})
+        self.passed = frozenset(given) & self.optional
+        # Flags every hot caller sets the same way (`no_copy_to_cpu=True`).
+        self.flags = {name: value == "T" for name, value in given.items()
+                      if value in ("T", "F")}
         self.env: dict[str, Label] = {}
         # Host reads of a buffer whose non_blocking copy nobody waited for (reporting walks).
         self.unwaited: dict[tuple[int, int, int, int], tuple[str, int]] = {}
@@ -1855,6 +1914,9 @@ class FunctionWalker:
             missing = _missing_argument(node.test, self.passed) if self.passed else None
             if missing is not None:  # `if lens_cpu is None:`, and the hot callers pass it
                 quiet = (quiet[0] or missing, quiet[1] or not missing)
+            taken = self._flag_value(node.test) if self.flags else None
+            if taken is not None:  # `if not no_copy_to_cpu:`, and every hot caller sets it
+                quiet = (quiet[0] or not taken, quiet[1] or taken)
             if not quiet[0]:
                 self.condition(node.test)  # evaluated every time, also before a raise
             quiet = (quiet[0] or error_only(node.body), quiet[1] or error_only(node.orelse))
@@ -1918,6 +1980,14 @@ class FunctionWalker:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, ast.expr):
                     self.label(child)
+
+    def _flag_value(self, test: ast.expr) -> bool | None:
+        """The value of ``p`` or ``not p`` for a flag every hot caller sets alike."""
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        inner = test.operand if negated else test  # type: ignore[attr-defined]
+        if isinstance(inner, ast.Name) and inner.id in self.flags:
+            return self.flags[inner.id] != negated
+        return None
 
     def _returns_when_passed(self, stmt: ast.stmt) -> bool:
         """``if key is not None: return ...`` for a parameter every hot caller passes: what

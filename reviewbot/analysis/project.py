@@ -24,6 +24,7 @@ file's content hash.
 from __future__ import annotations
 
 import ast
+import bisect
 import fnmatch
 import functools
 import hashlib
@@ -41,7 +42,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, host_
                                     memoised, optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 25
+SUMMARY_VERSION = 26
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
@@ -549,7 +550,10 @@ class _Summariser:
         guards = sorted(p for p in optional if _none_test(p).search(body_text))
         if guards:
             out["none_guards"] = guards  # `if p is None:` of a parameter `p=None`
-        passed = _passed_keywords(body_text, optional)
+        flags = sorted(p for p in _flag_parameters(node) if _flag_test(p).search(body_text))
+        if flags:
+            out["flag_guards"] = flags  # `if not p:` of a parameter `p: bool = False`
+        passed = _passed_keywords(body_text, optional | _flag_parameters(node))
         if passed:
             out["passes"] = passed
         returns = self.value_kind(node.returns)
@@ -635,41 +639,89 @@ def _none_test(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.]){re.escape(name)}\s+is\s+(?:not\s+)?None\b")
 
 
+@functools.lru_cache(maxsize=4096)
+def _flag_test(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.])if\s+(?:not\s+)?{re.escape(name)}\s*:")
+
+
+def _flag_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The parameters of a function that default to True or False."""
+    spec = func.args
+    positional = [*spec.posonlyargs, *spec.args]
+    pairs = [*zip(positional[len(positional) - len(spec.defaults):], spec.defaults),
+             *zip(spec.kwonlyargs, spec.kw_defaults)]
+    return frozenset(a.arg for a, d in pairs
+                     if isinstance(d, ast.Constant) and isinstance(d.value, bool))
+
+
 # `f(x, seq_lens_cpu=lens_list)`: a keyword argument and the start of its value.
 _KEYWORD_ARGUMENT = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*=(?!=)\s*([^,\n)]*)")
 _DEFINITE_VALUE = re.compile(r"(?:[-+0-9\"'\[({~]|(?:True|False)\b|[A-Za-z_][\w.]*\s*\()")
 _NAME_VALUE = re.compile(r"[A-Za-z_]\w*")
+_PAREN = re.compile(r"[()]")
+_CALLEE_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
 
 
-def _passed_keywords(text: str, optional: frozenset[str]) -> dict[str, str]:
-    """The keyword arguments a function's calls pass with a value that is not None: a
-    literal, a display, a call, or a local name never set to None ("" for those), or one
-    of its own ``p=None`` parameters passed on ("=p": not None when its own callers pass
-    it). An attribute, ``getattr``, a name set to None, a conditional: maybe None."""
+def _calls_around(text: str) -> tuple[list[int], dict[int, int]]:
+    """The opening parentheses of a text, in order, and where each closes."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for match in _PAREN.finditer(text):
+        if match.group() == "(":
+            stack.append(match.start())
+        elif stack:
+            pairs[stack.pop()] = match.start()
+    for start in stack:
+        pairs[start] = len(text)
+    return sorted(pairs), pairs
+
+
+def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
+    """The keyword arguments a function's calls pass, as "callee:name" (the callee's last
+    name), with a value that is not None: a literal, a display, a call, or a local name
+    never set to None ("" for those; "T" and "F" for True and False), or one of its own
+    ``p=None`` (or flag) parameters passed on ("=p": known when its own callers pass it).
+    An attribute, ``getattr``, a name set to None, a conditional: maybe None."""
     if "=" not in text:
         return {}
     out: dict[str, str] = {}
     maybe: set[str] = set()
+    opens: list[int] | None = None
+    pairs: dict[int, int] = {}
     for match in _KEYWORD_ARGUMENT.finditer(text):
-        name, value = match.group(1), match.group(2).strip()
-        if name in maybe:
+        if opens is None:
+            opens, pairs = _calls_around(text)
+        at = match.start()
+        index = bisect.bisect_right(opens, at) - 1
+        while index >= 0 and pairs[opens[index]] < at:
+            index -= 1  # a call that closed before this argument
+        if index < 0:
+            continue  # `x = (a, b=1)` cannot be; a default in a nested def's signature
+        callee = _CALLEE_BEFORE.search(text, max(0, opens[index] - 80), opens[index])
+        if callee is None:
             continue
+        key = f"{callee.group(1)}:{match.group(1)}"
+        if key in maybe:
+            continue
+        value = match.group(2).strip()
         verdict: str | None = None
         if " if " in value or value.startswith(("None", "getattr(", "kwargs", "**")):
             verdict = None
+        elif value in ("True", "False"):
+            verdict = value[0]
         elif _NAME_VALUE.fullmatch(value):
-            if value in optional:
+            if value in params:
                 verdict = "=" + value
             elif not re.search(rf"(?<![\w.]){re.escape(value)}\s*(?::[^=\n]*)?=\s*None\b",
                                text):
                 verdict = ""
         elif _DEFINITE_VALUE.match(value) and ".get(" not in value:
             verdict = ""
-        if verdict is None or out.get(name, verdict) != verdict:
-            maybe.add(name)  # somewhere passed a value that may be None
-            out.pop(name, None)
+        if verdict is None or out.get(key, verdict) != verdict:
+            maybe.add(key)  # somewhere passed a value that may be None, or another one
+            out.pop(key, None)
         else:
-            out[name] = verdict
+            out[key] = verdict
         if len(out) >= 64:
             break
     return out
@@ -1077,8 +1129,8 @@ class HotFacts:
     imported_returns: dict[str, frozenset[str]] = field(default_factory=dict)
     # rel -> function -> tensor parameters some caller fills with a host value
     host_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
-    # rel -> function -> `p=None` parameters every hot caller passes (not None)
-    passed_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # rel -> function -> parameter -> what every hot caller passes: "" (not None), "T", "F"
+    passed_params: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
 
     def for_file(self, rel: str) -> dict[str, list[str]]:
         """The hot functions of one file (relative path) and their chains."""
@@ -1663,35 +1715,54 @@ class Linker:
                 for rel, funcs in out.items()}
 
     def passed_parameters(self, hot_callers: Mapping[str, set[str]]
-                          ) -> dict[str, dict[str, list[str]]]:
-        """rel -> function -> its ``p=None`` parameters, tested ``p is None``, that every
-        hot caller passes by keyword with a value that is not None (a literal, a call, a
-        local name never set to None, or its own such parameter that its callers pass): the
-        block for a left-out ``p`` is not on the hot path."""
-        known: dict[tuple[str, str], bool] = {}
+                          ) -> dict[str, dict[str, dict[str, str]]]:
+        """rel -> function -> parameter -> what every hot caller passes there by keyword:
+        "" for a value that is not None (a literal, a call, a local name never set to None,
+        or the caller's own such parameter that its callers pass), "T" or "F" for the same
+        flag. Only for ``p=None`` parameters tested ``p is None`` (the block for a left-out
+        ``p`` is then not on the hot path) and flags tested ``if p:``."""
+        known: dict[tuple[str, str], frozenset[str] | None] = {}
 
-        def always(callee: str, param: str, depth: int) -> bool:
+        def given(callee: str, param: str, depth: int) -> frozenset[str] | None:
+            """What the hot callers pass as ``param`` ("", "T", "F"), or None when one of
+            them may leave it out or pass None."""
             key = (callee, param)
             if key not in known:
-                known[key] = False  # a cycle proves nothing
-                callers = hot_callers.get(callee)
-                known[key] = bool(callers) and all(passes(c, param, depth) for c in callers)
+                known[key] = None  # a cycle proves nothing
+                callers = hot_callers.get(callee) or ()
+                values: set[str] = set()
+                for caller in callers:
+                    value = passed(caller, callee, param, depth)
+                    if value is None:
+                        break
+                    values |= value
+                else:
+                    known[key] = frozenset(values) if values else None
             return known[key]
 
-        def passes(caller: str, param: str, depth: int) -> bool:
+        def passed(caller: str, callee: str, param: str, depth: int
+                   ) -> frozenset[str] | None:
             entry, local = self.functions[caller]
-            how = entry.summary["functions"][local].get("passes", {}).get(param)
+            name = callee.rpartition(".")[2]
+            how = entry.summary["functions"][local].get("passes", {}).get(f"{name}:{param}")
             if how is None:
-                return False
-            return how == "" or (depth < 8 and always(caller, how[1:], depth + 1))
+                return None
+            if not how.startswith("="):
+                return frozenset({how})
+            return given(caller, how[1:], depth + 1) if depth < 8 else None
 
-        out: dict[str, dict[str, list[str]]] = {}
-        for qual, callers in hot_callers.items():
+        out: dict[str, dict[str, dict[str, str]]] = {}
+        for qual in hot_callers:
             entry, local = self.functions[qual]
-            guards = entry.summary["functions"][local].get("none_guards")
-            for param in guards or ():
-                if always(qual, param, 0):
-                    out.setdefault(entry.rel, {}).setdefault(local, []).append(param)
+            info = entry.summary["functions"][local]
+            for param in info.get("none_guards", ()):
+                if given(qual, param, 0) is not None:  # always passed, never None
+                    out.setdefault(entry.rel, {}).setdefault(local, {})[param] = ""
+            for param in info.get("flag_guards", ()):
+                values = given(qual, param, 0)
+                if values in (frozenset({"T"}), frozenset({"F"})):
+                    out.setdefault(entry.rel, {}).setdefault(local, {})[param] = \
+                        next(iter(values))  # type: ignore[arg-type]
         return out
 
     def _display(self, callee: str, caller: str) -> str:
