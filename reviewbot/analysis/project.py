@@ -24,7 +24,6 @@ file's content hash.
 from __future__ import annotations
 
 import ast
-import bisect
 import fnmatch
 import functools
 import hashlib
@@ -658,22 +657,34 @@ def _flag_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[
 _KEYWORD_ARGUMENT = re.compile(r"[(,]\s*([A-Za-z_]\w*)\s*=(?!=)\s*([^,\n)]*)")
 _DEFINITE_VALUE = re.compile(r"(?:[-+0-9\"'\[({~]|(?:True|False)\b|[A-Za-z_][\w.]*\s*\()")
 _NAME_VALUE = re.compile(r"[A-Za-z_]\w*")
-_PAREN = re.compile(r"[()]")
-_CALLEE_BEFORE = re.compile(r"([A-Za-z_]\w*)\s*$")
+_EQUALS_NONE = re.compile(r"=\s*None\b")
+_NAME_BEFORE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\s*(?::[^=\n]*)?$")
 
 
-def _calls_around(text: str) -> tuple[list[int], dict[int, int]]:
-    """The opening parentheses of a text, in order, and where each closes."""
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    for match in _PAREN.finditer(text):
-        if match.group() == "(":
-            stack.append(match.start())
-        elif stack:
-            pairs[stack.pop()] = match.start()
-    for start in stack:
-        pairs[start] = len(text)
-    return sorted(pairs), pairs
+def _set_to_none(text: str) -> set[str]:
+    """The names a text assigns None (``x = None``, ``x: T | None = None``)."""
+    found: set[str] = set()
+    for match in _EQUALS_NONE.finditer(text):
+        at = match.start()
+        if at and text[at - 1] in "=!<>":
+            continue  # `== None`
+        line_start = text.rfind("\n", 0, at) + 1
+        name = _NAME_BEFORE.search(text, line_start, at)
+        if name is not None:
+            found.add(name.group(1))
+    return found
+
+
+def _open_call(text: str, at: int) -> int:
+    """Where the innermost parenthesis still open at ``at`` opens (-1: none)."""
+    end = at
+    while True:
+        start = text.rfind("(", 0, end)
+        if start < 0:
+            return -1
+        if text.count(")", start, at) <= text.count("(", start + 1, at):
+            return start  # what opened after it closed before `at`, it did not
+        end = start
 
 
 def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
@@ -686,21 +697,20 @@ def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     maybe: set[str] = set()
-    opens: list[int] | None = None
-    pairs: dict[int, int] = {}
+    set_to_none: list[set[str]] = []  # the names the text sets to None, once asked for
     for match in _KEYWORD_ARGUMENT.finditer(text):
-        if opens is None:
-            opens, pairs = _calls_around(text)
-        at = match.start()
-        index = bisect.bisect_right(opens, at) - 1
-        while index >= 0 and pairs[opens[index]] < at:
-            index -= 1  # a call that closed before this argument
-        if index < 0:
-            continue  # `x = (a, b=1)` cannot be; a default in a nested def's signature
-        callee = _CALLEE_BEFORE.search(text, max(0, opens[index] - 80), opens[index])
-        if callee is None:
+        start = _open_call(text, match.start() + 1)
+        if start < 0:
             continue
-        key = f"{callee.group(1)}:{match.group(1)}"
+        end = start
+        while end > 0 and text[end - 1] in " \t":
+            end -= 1
+        begin = end
+        while begin > 0 and (text[begin - 1].isalnum() or text[begin - 1] == "_"):
+            begin -= 1
+        if begin == end or text[begin].isdigit():
+            continue  # `(a, b=1)` is no call
+        key = f"{text[begin:end]}:{match.group(1)}"
         if key in maybe:
             continue
         value = match.group(2).strip()
@@ -712,9 +722,11 @@ def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
         elif _NAME_VALUE.fullmatch(value):
             if value in params:
                 verdict = "=" + value
-            elif not re.search(rf"(?<![\w.]){re.escape(value)}\s*(?::[^=\n]*)?=\s*None\b",
-                               text):
-                verdict = ""
+            else:
+                if not set_to_none:
+                    set_to_none.append(_set_to_none(text) if "None" in text else set())
+                if value not in set_to_none[0]:
+                    verdict = ""
         elif _DEFINITE_VALUE.match(value) and ".get(" not in value:
             verdict = ""
         if verdict is None or out.get(key, verdict) != verdict:
