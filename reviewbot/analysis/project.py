@@ -676,15 +676,17 @@ def _set_to_none(text: str) -> set[str]:
 
 
 def _open_call(text: str, at: int) -> int:
-    """Where the innermost parenthesis still open at ``at`` opens (-1: none)."""
+    """Where the innermost parenthesis still open at ``at`` opens (-1: none, or not found
+    within 32 closed calls before it)."""
     end = at
-    while True:
+    for _ in range(32):
         start = text.rfind("(", 0, end)
         if start < 0:
             return -1
         if text.count(")", start, at) <= text.count("(", start + 1, at):
             return start  # what opened after it closed before `at`, it did not
         end = start
+    return -1
 
 
 def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
@@ -698,7 +700,9 @@ def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     maybe: set[str] = set()
     set_to_none: list[set[str]] = []  # the names the text sets to None, once asked for
-    for match in _KEYWORD_ARGUMENT.finditer(text):
+    for number, match in enumerate(_KEYWORD_ARGUMENT.finditer(text)):
+        if number >= 1024:
+            break  # a generated table of calls: enough is known
         start = _open_call(text, match.start() + 1)
         if start < 0:
             continue
