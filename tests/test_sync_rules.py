@@ -586,3 +586,25 @@ def test_a_buffer_allocated_for_callers_that_pass_none_is_on_the_usual_path(tmp_
     # The buffer is made whenever a caller passes none; a value is computed only when a
     # caller did not pass the one it had.
     assert lines(tmp_path, source, RB102) == [18]
+
+
+def test_a_block_that_returns_hands_nothing_on_and_torch_joins_are_tensors(tmp_path):
+    # After `if isinstance(x, list): return x[i]`, x is not the list; `torch.cat(parts)`
+    # of tensors of unknown device is a tensor: indexing either with a CUDA tensor is a
+    # gather on the GPU, not a Python container's `__index__`. The last line indexes a
+    # real list.
+    source = """
+    import torch
+
+    class Runner:
+        def execute_model(self, x, rows):
+            idx = torch.arange(4, device="cuda")
+            if isinstance(x, (tuple, list)):
+                return x[range(2)]
+            a = x[idx]
+            parts = [row for row in rows]
+            b = torch.cat(parts)[idx]
+            names = ["k", "v"]
+            return a, b, names[idx[0]]
+    """
+    assert lines(tmp_path, source, RB104) == [13]

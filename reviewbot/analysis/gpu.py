@@ -613,6 +613,7 @@ def _device_check(test: ast.expr) -> str | None:
     return "cpu" if on_host else "cuda"
 
 
+_EXITS = (ast.Return, ast.Raise, ast.Break, ast.Continue)
 # The nn.Module methods that walk a model's parts.
 _MODULE_WALKS = frozenset({"named_modules", "named_parameters", "named_buffers",
                            "named_children", "modules", "parameters", "buffers", "children"})
@@ -1826,8 +1827,12 @@ class FunctionWalker:
             self.block(body)
             self.allowed -= hushed
             results.append(self.env)
-        merged = results[0]
-        for env in results[1:]:
+        # A block that ends in a return, raise, break or continue hands nothing on to the
+        # code after the branches (`if isinstance(x, list): return x[i]`).
+        live = [env for env, body in zip(results, bodies)
+                if not (body and isinstance(body[-1], _EXITS))] or results
+        merged = live[0]
+        for env in live[1:]:
             for name in merged.keys() | env.keys():
                 first, other = merged.get(name), env.get(name)
                 if first is other:
@@ -2514,6 +2519,9 @@ class FunctionWalker:
         args = [self.elements.get(id(arg), label) if name in _JOINS else label
                 for arg, label in zip(node.args, args)]
         result = combine([*args, *kwargs.values()])
+        if result.kind == VALUE:
+            # `torch.cat(luts)` of a list of unknown tensors: a tensor, not a Python value.
+            return UNKNOWN_L
         if result.boolean and (name in _NOT_BOOLEAN_RESULTS or (
                 name == "where" and len(args) == 3)):
             # `torch.where(mask, rows, 0)`, `torch.cumsum(mask, 0)`: values or counts, not a
