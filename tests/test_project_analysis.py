@@ -1527,3 +1527,21 @@ def test_the_block_for_a_left_out_argument_is_quiet_when_every_hot_caller_passes
     """})
     found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
     assert found == [("e/attn.py", 18), ("e/attn.py", 33)]
+
+
+def test_preempting_a_request_is_a_rare_event_not_a_step(tmp_path, run_cli):
+    root = write_project(tmp_path, {"e/__init__.py": "", "e/sched.py": """
+        import torch
+
+        class Scheduler:
+            def schedule(self):
+                self.preempt_to_schedule()
+                return self.plan()
+
+            def preempt_to_schedule(self):
+                return torch.ones(4, device="cuda").tolist()
+
+            def plan(self):
+                return torch.ones(4, device="cuda").tolist()
+    """})
+    assert [f["line"] for f in sync_findings(run_cli, root)] == [13]

@@ -608,3 +608,25 @@ def test_a_block_that_returns_hands_nothing_on_and_torch_joins_are_tensors(tmp_p
             return a, b, names[idx[0]]
     """
     assert lines(tmp_path, source, RB104) == [13]
+
+
+def test_an_isinstance_test_narrows_the_rest_of_an_and(tmp_path):
+    # `isinstance(v, list) and v`: the second operand is a list's truth, not a tensor's.
+    # The field and the local are CUDA tensors elsewhere; the last test is the control.
+    source = """
+    import torch
+
+    class Runner:
+        def __init__(self):
+            self.embeds = torch.zeros(8, device="cuda")
+
+        def execute_model(self, x):
+            y = torch.ones(2, device="cuda")
+            if isinstance(self.embeds, list) and self.embeds:
+                pass
+            if isinstance(y, (list, tuple)) and y:
+                pass
+            if x and y:
+                pass
+    """
+    assert lines(tmp_path, source, RB104) == [14]

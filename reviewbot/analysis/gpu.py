@@ -905,6 +905,18 @@ def _uses_names(body: list[ast.stmt], names: frozenset[str]) -> bool:
     return False
 
 
+def _checked_host(test: ast.expr) -> str | None:
+    """The name or attribute chain ``isinstance(x, (list, int, ...))`` proves is a Python
+    value, not a tensor."""
+    if not (isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and
+            test.func.id == "isinstance" and len(test.args) == 2):
+        return None
+    names = _isinstance_names(test.args[1])
+    if not names or not all(n in _CONTAINER_TYPES or n in _HOST_TYPES for n in names):
+        return None
+    return _dotted_text(test.args[0])
+
+
 def _type_test(value: ast.expr) -> bool:
     """``isinstance(x, ...)`` or ``torch.is_tensor(x)`` of a name."""
     if not (isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name)):
@@ -1645,6 +1657,8 @@ class FunctionWalker:
         self.elements: dict[int, Label] = {}  # id of a list/tuple display -> its elements
         self.items: dict[int, list[Label]] = {}  # id of a tuple display -> each element's
         self.tests: dict[str, ast.expr] = {}  # `is_t = isinstance(x, torch.Tensor)`
+        # Names and attribute chains the earlier operands of an `and` proved not tensors.
+        self.narrowed: dict[str, Label] = {}
         self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
         # Each labelled expression's (label, sync allowed), by its ast span (record_labels).
@@ -2054,8 +2068,16 @@ class FunctionWalker:
         if not self.report:
             return  # a test binds nothing: only the reporting walk needs it
         if isinstance(test, ast.BoolOp):
+            saved = self.narrowed
             for value in test.values:
                 self.condition(value)
+                if isinstance(test.op, ast.And):
+                    # `isinstance(x.embeds, list) and x.embeds`: what follows sees a list.
+                    kept = _checked_host(value)
+                    if kept is not None:
+                        self.narrowed = {**self.narrowed, kept: Label(
+                            VALUE, f"`{kept}` is checked to be a Python value")}
+            self.narrowed = saved
             return
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
             self.condition(test.operand)
@@ -2069,6 +2091,8 @@ class FunctionWalker:
             self._check_pending_read(node, read)
         kind = type(node)  # the commonest node types first: this runs for every expression
         if kind is ast.Name:
+            if self.narrowed and node.id in self.narrowed:  # type: ignore[attr-defined]
+                return self.narrowed[node.id]  # type: ignore[attr-defined]
             return self.env.get(node.id, UNKNOWN_L)  # type: ignore[attr-defined]
         if kind is ast.Attribute:
             return self._attribute(node)  # type: ignore[arg-type]
@@ -2160,6 +2184,10 @@ class FunctionWalker:
         return UNKNOWN_L
 
     def _attribute(self, node: ast.Attribute) -> Label:
+        if self.narrowed:
+            known = self.narrowed.get(_dotted_text(node) or "")
+            if known is not None:
+                return known
         base_node = node.value
         if isinstance(base_node, ast.Name) and base_node.id == "self" and self.func.cls:
             local = self.env.get("self." + node.attr)
