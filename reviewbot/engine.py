@@ -257,15 +257,14 @@ class Checker:
 
     def _run_cst_rules(self, ctx: FileContext, rules: list[type[CstRule]],
                        settings: Any = None) -> None:
-        import libcst
-
         gated = self.use_triggers and self.cst_gate
         wrapper = None
         if gated:
             rules = _with_a_hot_candidate(ctx, rules)
             if not rules:
                 return  # no LibCST parse at all
-            local = _function_local(ctx, rules)
+            local = _function_local(ctx, rules, settings if settings is not None
+                                    else self.config.settings)
             if local is not None:
                 if not local:
                     return  # no function where a rule can report
@@ -274,6 +273,8 @@ class Checker:
                 wrapper = parse_functions(ctx, local)
                 if wrapper is not None:
                     ctx._wrapper = wrapper
+        import libcst  # only where a rule may report: most files never load it
+
         try:
             if wrapper is None:
                 wrapper = ctx.metadata_wrapper()
@@ -348,10 +349,13 @@ def _active_in(rules: Sequence[Any], hot: bool, text: str | None) -> list[Any]:
     return chosen
 
 
-def _function_local(ctx: FileContext, rules: list[type[CstRule]]) -> list[Any] | None:
+def _function_local(ctx: FileContext, rules: list[type[CstRule]],
+                    settings: Any = None) -> list[Any] | None:
     """When every rule reads and reports only inside the functions it is active in
     (``FUNCTION_LOCAL``) and reads only reviewbot's providers: the analysis's functions
-    where one of them is (None: the whole module must be parsed)."""
+    where one of them is (None: the whole module must be parsed). A rule that reports only
+    on a CUDA tensor (``NEEDS_CUDA``, and include-unknown off) is active only where the
+    analysis labelled one."""
     from reviewbot.providers import AnalysisProvider
 
     if not all(r.FUNCTION_LOCAL and all(isinstance(p, type) and issubclass(p, AnalysisProvider)
@@ -361,8 +365,28 @@ def _function_local(ctx: FileContext, rules: list[type[CstRule]]) -> list[Any] |
         analysis = ctx.gpu
     except Exception:  # the rules report the analysis's failure as they read it
         return None
-    return [info for qualname, info in analysis.functions.items()
-            if _active_in(rules, qualname in analysis.hot, info.summary.text)]
+    settings = settings or {}
+    needing = [r for r in rules if getattr(r, "NEEDS_CUDA", False) and not
+               settings.get(r.code, {}).get("include-unknown", False)]
+    others = [r for r in rules if r not in needing]
+    chosen = []
+    for qualname, info in analysis.functions.items():
+        active = _active_in(rules, qualname in analysis.hot, info.summary.text)
+        if not active:
+            continue
+        if any(r in others for r in active) or _labels_cuda(analysis, qualname):
+            chosen.append(info)
+    return chosen
+
+
+def _labels_cuda(analysis: Any, qualname: str) -> bool:
+    """Whether the analysis labels an expression of the function a CUDA tensor."""
+    from reviewbot.analysis.gpu import CUDA
+
+    labels = analysis.labels_of(qualname)
+    if labels is None:
+        return True  # not labelled here: the rules decide
+    return any(label.kind == CUDA for label, _ in labels.values())
 
 
 def _resolve(wrapper: Any, providers: set[Any]) -> dict[Any, Any]:

@@ -163,7 +163,9 @@ class CstRule(Rule):
     none (of its own or through the project's link) is skipped too, and so is the body of
     every function that is not hot. ``LOCAL_CANDIDATES``: the rule reports only inside a
     function whose own text holds a candidate (the node it matches spells it), so the
-    other functions are not walked for it.
+    other functions are not walked for it. ``NEEDS_CUDA``: the rule reports only on an
+    expression the analysis labels a CUDA tensor, so (unless its ``include-unknown`` is
+    on) a function where the analysis labels none is not parsed for it.
     """
 
     kind = "cst"
@@ -171,6 +173,7 @@ class CstRule(Rule):
     CANDIDATES: ClassVar[tuple[str, ...] | None] = None
     HOT_ONLY: ClassVar[bool] = False
     LOCAL_CANDIDATES: ClassVar[bool] = False
+    NEEDS_CUDA: ClassVar[bool] = False
     # The rule reads and reports nothing outside the functions it is active in (by
     # HOT_ONLY and LOCAL_CANDIDATES), and reads only reviewbot's providers: the engine may
     # parse those functions alone instead of the module.

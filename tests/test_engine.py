@@ -301,6 +301,13 @@ def test_libcst_is_imported_only_for_a_file_parsed_with_it(tmp_path):
         return result.stdout.strip().splitlines()[-1] == "LIBCST True"
 
     assert not loaded()  # registry, rules and providers load without it
+    # A hot function whose only sync-looking call is on a host tensor: the analysis labels
+    # nothing there a CUDA tensor, so no rule that needs one parses it.
+    (tmp_path / "runner.py").write_text(
+        "import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
+        "        t = torch.zeros(4)\n        return t.tolist()\n",
+        encoding="utf-8")
+    assert not loaded()
     (tmp_path / "runner.py").write_text(
         "import torch\nclass ModelRunner:\n    def execute_model(self, x):\n"
         "        t = torch.zeros(4, device='cuda')\n        return t.tolist()\n",

@@ -92,6 +92,7 @@ class TolistOnCudaTensor(SyncRule):
                    "thread's CUDA calls; copy into a pinned buffer with non_blocking=True "
                    "and wait on a torch.cuda.Event")
     CANDIDATES = ("tolist",)
+    NEEDS_CUDA = True
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "safe"
     VALID = [

@@ -80,6 +80,7 @@ class ItemOnCudaTensor(SyncRule):
                    "queued; keep the value on the GPU or read it with an event-synced "
                    "pinned copy")
     CANDIDATES = ("item",)
+    NEEDS_CUDA = True
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [

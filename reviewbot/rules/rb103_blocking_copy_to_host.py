@@ -70,6 +70,7 @@ class BlockingCopyToHost(SyncRule):
                    "CUDA calls stall; copy into a pinned buffer with non_blocking=True and "
                    "wait on a torch.cuda.Event")
     CANDIDATES = ("cpu", "numpy", ".to(", "copy_", "[")
+    NEEDS_CUDA = True
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [

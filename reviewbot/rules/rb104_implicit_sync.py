@@ -80,6 +80,7 @@ class ImplicitSync(SyncRule):
     # Tests, boolean operators, casts, subscripts and the data-dependent ops.
     CANDIDATES = ("if", "while", "assert", "and", "or", "[", "bool", "int", "float", "equal",
                   "nonzero", "unique", "masked_select", "argwhere", "where", "repeat_interleave")
+    NEEDS_CUDA = True
     VALID = [
         Valid(_HEAD + "        if n > 0:\n            return t\n"),
         Valid(_HEAD + "        mask = torch.ones(n, dtype=torch.bool)\n"
