@@ -1545,3 +1545,14 @@ def test_preempting_a_request_is_a_rare_event_not_a_step(tmp_path, run_cli):
                 return torch.ones(4, device="cuda").tolist()
     """})
     assert [f["line"] for f in sync_findings(run_cli, root)] == [13]
+
+
+def test_a_summary_whose_call_records_have_the_wrong_shape_is_recomputed():
+    from reviewbot.analysis.project import _valid_summary
+
+    good = summarise("def f(x, p=None):\n    if p is None:\n        g(k=1)\n", "m")
+    assert _valid_summary(good) and good["functions"]["f"]["passes"] == {"g:k": ""}
+    for key, bad in (("passes", ["g:k"]), ("passes", {"g:k": 1}), ("none_guards", [3])):
+        broken = json.loads(json.dumps(good))
+        broken["functions"]["f"][key] = bad
+        assert not _valid_summary(broken), (key, bad)

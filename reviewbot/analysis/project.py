@@ -633,6 +633,7 @@ class _Summariser:
             return f"Q:{qual}.{name}"
         return f"M:{name}:{parts[-2]}"  # with the receiver's name, to choose among classes
 
+
 @functools.lru_cache(maxsize=4096)
 def _none_test(name: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.]){re.escape(name)}\s+is\s+(?:not\s+)?None\b")
@@ -1123,6 +1124,12 @@ def _valid_summary(value: Any) -> bool:
         if not (isinstance(info, dict) and isinstance(info.get("calls"), list)
                 and isinstance(info.get("loop_calls"), list) and isinstance(info.get("line"), int)
                 and all(isinstance(n, str) for n in info.get("self_returns", ()))):
+            return False
+        passes = info.get("passes", {})
+        if not (isinstance(passes, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in passes.items())
+                and all(isinstance(n, str) for n in (*info.get("none_guards", ()),
+                                                     *info.get("flag_guards", ())))):
             return False
     return True
 
