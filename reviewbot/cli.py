@@ -494,21 +494,20 @@ def _prepare(args: argparse.Namespace, cwd: Path | None = None) -> _Run:
     index_root, project_files = project_index_files(files, config, cwd,
                                                     () if args.force_exclude else paths,
                                                     configs.enabled())
-    packs = load_packs((*config.rule_packs, *engine_pack_names(config, index_root,
-                                                                project_files)),
-                       config.root, config.source, config.key_prefix + "rule-packs")
-    if config.default_device is not None:
-        packs = dataclasses.replace(packs, default_device=config.default_device)
     cache = index_cache = None
     cache_dir = args.cache_dir or os.environ.get("REVIEWBOT_CACHE_DIR")  # the flag wins
     folder = Path(cache_dir) if cache_dir else root / CACHE_DIR_NAME
-    if not args.no_cache:
-        cache = ResultCache(folder, config.fingerprint() + repr(packs))
     if index_root is not None:
         from reviewbot.analysis.project import IndexCache
 
-        index_cache = IndexCache(None if args.no_cache or (cache is not None and not cache.usable)
-                                 else folder)
+        index_cache = IndexCache(None if args.no_cache else folder)
+    packs = load_packs((*config.rule_packs, *engine_pack_names(config, index_root,
+                                                                project_files, index_cache)),
+                       config.root, config.source, config.key_prefix + "rule-packs")
+    if config.default_device is not None:
+        packs = dataclasses.replace(packs, default_device=config.default_device)
+    if not args.no_cache:
+        cache = ResultCache(folder, config.fingerprint() + repr(packs))
     if getattr(args, "verbose", False):
         from reviewbot.engine import worker_count
 

@@ -476,6 +476,7 @@ def _unknown_future(tree: ast.Module, columns: Columns) -> _Future | None:
 
 
 _MISSING: Any = object()  # a summary not in the index cache (None: a file that does not parse)
+_LAZY: Any = object()  # in the index cache, read only when the project is linked
 
 
 # Worker processes ---------------------------------------------------------------
@@ -539,6 +540,7 @@ class Engine:
         self.linked: Any = None  # the HotFacts of the last run (for explanations)
         self._last_index: Any = None  # the project index of the last run, and its entries
         self._last_entries: dict[str, Any] = {}
+        self._last_cache: Any = None
         self._pool: ProcessPoolExecutor | None = None
         # Each file's configuration (reviewbot.config.Configs; None: ``config`` for all).
         self.configs = configs
@@ -665,7 +667,7 @@ class Engine:
 
     def _two_phases(self, read: list[tuple[Path, str, str, bytes]],
                     results: dict[str, FileResult], total: int) -> None:
-        from reviewbot.analysis.project import (IndexCache, Linker, ModuleEntry, ProjectIndex,
+        from reviewbot.analysis.project import (IndexCache, ModuleEntry, ProjectIndex,
                                                 digest_of, module_name, project_key)
         from reviewbot.analysis.project import facts_digest as _facts_digest
 
@@ -745,6 +747,7 @@ class Engine:
                 entry.summary = None
             index.add(entry)
         self._last_index, self._last_entries, self.linked = index, entries, None
+        self._last_cache = index_cache
         second: dict[str, FileResult] = {}
         todo = []
         # Which checked files the project rules can report in: on their own words
@@ -760,7 +763,7 @@ class Engine:
         recorded = index_cache.links(key_of_project) if project_rules and self.cache else None
         if recorded is not None:  # nothing the link reads changed: its results may be reused
             again: list[tuple[str, FileJob]] = []  # edited files, checked with stored facts
-            stored: dict[str, Any] | None = None
+            stored: Any = None
             for path, shown, rel, data, entry, own in gates:
                 digest = recorded.get(entry.rel) if entry is not None else ""
                 if digest == _NOT_HOT and not own:
@@ -793,7 +796,7 @@ class Engine:
                         self._cached -= 1
         facts = None
         if project_rules:
-            facts = Linker(index, self.packs).link()
+            facts = self._link(index, index_cache)
             self.linked = facts
             second.clear()
         if project_rules and facts is not None:
@@ -843,9 +846,7 @@ class Engine:
         if entry is None or self._last_index is None:
             return None, None
         if self.linked is None:
-            from reviewbot.analysis.project import Linker
-
-            self.linked = Linker(self._last_index, self.packs).link()
+            self.linked = self._link(self._last_index, self._last_cache)
         return self.linked.for_file(entry.rel) or None, self.linked.devices_for(entry.rel)
 
     @staticmethod
@@ -857,10 +858,36 @@ class Engine:
             return None  # outside the project: not indexed
         name = module_name(path, tops, root)
         key = digest + ":" + name
-        summary = index_cache.get(key)
-        if summary is None and key not in index_cache.used:
-            summary = _MISSING
+        summary = _LAZY if index_cache.known(key) else _MISSING
         return entry_type(name, rel, digest, summary, index_cache.link_key(key))
+
+    def _link(self, index: Any, index_cache: Any) -> Any:
+        """The link phase's facts, once the summaries it reads are read from the index
+        cache (a run that needs no link never reads them); one the cache lost is made
+        again here."""
+        from reviewbot.analysis.project import Linker
+
+        lost: list[tuple[str, FileJob]] = []
+        entries = {id(e): e for e in (*index.modules.values(), *index.by_rel.values())}
+        for entry in entries.values():
+            if entry.summary is not _LAZY:
+                continue
+            key = entry.digest + ":" + entry.name
+            entry.summary = index_cache.get(key)
+            if entry.summary is None and key not in index_cache.used:
+                path = index.root / entry.rel
+                try:
+                    data = self._read(path)
+                except UnreadableSource:
+                    continue
+                lost.append((key, FileJob(entry.rel, entry.rel, data, SUMMARY_ONLY,
+                                          entry.name, path.name == "__init__.py")))
+        by_rel = {entry.rel: entry for entry in entries.values()}
+        for key, result in self._check(lost, 0, 0, count=lambda job: False):
+            entry = by_rel[result.path]
+            entry.summary = result.summary
+            entry.link_key = index_cache.put(key, result.summary)
+        return Linker(index, self.packs).link()
 
     def _report_progress(self, done: int, total: int) -> None:
         if self.progress and total:

@@ -99,6 +99,87 @@ def test_an_edit_the_link_cannot_see_reuses_the_recorded_facts(tmp_path, run_cli
     assert sync_findings(run_cli, root) == []
 
 
+def test_summaries_are_read_only_to_link_and_written_in_full_only_in_bulk(
+        tmp_path, run_cli, monkeypatch):
+    from reviewbot.analysis import project
+
+    monkeypatch.setattr(project, "RECENT_SUMMARIES", 1)  # three modules: a cold run is bulk
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    assert len(sync_findings(run_cli, root)) == 1
+    cache = root / ".reviewbot_cache"
+    (summaries,) = cache.glob("summaries-v*.json")
+    (recent,) = cache.glob("summaries-recent-v*.json")
+    written = summaries.read_bytes()
+
+    def stored_entries(path: Path) -> dict:
+        return json.loads(path.read_bytes().partition(b"\n")[2])
+
+    assert len(stored_entries(summaries)) == 3 and stored_entries(recent) == {}
+    # An edit the link cannot see: the stored summaries are not even read.
+    with monkeypatch.context() as patch:
+        patch.setattr(IndexCache, "stored", property(lambda self: pytest.fail("read them")))
+        (root / "engine/ops.py").write_text("# the penalties\n\n" + textwrap.dedent(OPS),
+                                            encoding="utf-8")
+        assert [f["line"] for f in sync_findings(run_cli, root)] == [7]
+    assert summaries.read_bytes() == written and len(stored_entries(recent)) == 1
+    # An edit the link sees: linked again, and only the new summary is written (the
+    # comment's, no longer used, is dropped).
+    (root / "engine/ops.py").write_text(textwrap.dedent(OPS) + "\ndef extra():\n    pass\n",
+                                        encoding="utf-8")
+    assert [f["line"] for f in sync_findings(run_cli, root)] == [5]
+    assert summaries.read_bytes() == written
+    assert [set(v["functions"]) >= {"extra"} for v in stored_entries(recent).values()] \
+        == [True]
+    # Summaries the cache lost are made again when a link needs them.
+    summaries.unlink()
+    recent.unlink()
+    (root / "engine/runner.py").write_text(textwrap.dedent(RUNNER) + "\ndef other():\n"
+                                           "    pass\n", encoding="utf-8")
+    found = sync_findings(run_cli, root)
+    assert [f["line"] for f in found] == [5]
+    assert "ModelRunner.execute_model -> apply_penalties (engine/ops.py)" in found[0]["message"]
+    assert len(stored_entries(summaries)) == 3
+
+
+def test_the_engines_a_project_imports_are_remembered_per_file(tmp_path, monkeypatch):
+    import time
+    from types import SimpleNamespace
+
+    from reviewbot import source
+    from reviewbot.analysis import project
+
+    root = write_project(tmp_path / "p", {"app/__init__.py": "", "app/a.py": "import os\n",
+                                          "app/b.py": "from sglang.srt import x\n"})
+    files = sorted(root.rglob("*.py"))
+    config = SimpleNamespace(engine_packs=True, rule_packs=(), max_file_size=1 << 20)
+    now = time.time_ns
+    monkeypatch.setattr(project.time, "time_ns", lambda: now() + 10**10)  # none is racy
+    reads: list[str] = []
+    read = source.read_bytes
+    monkeypatch.setattr(source, "read_bytes", lambda path, *a: reads.append(path) or
+                        read(path, *a))
+    memo = IndexCache(tmp_path / "cache")
+    assert project.engine_pack_names(config, root, files, memo) == ["sglang"]
+    assert len(reads) == 3
+    memo.save()
+    reads.clear()
+    assert project.engine_pack_names(config, root, files, IndexCache(tmp_path / "cache")) \
+        == ["sglang"]
+    assert reads == []  # nothing changed: no file is read for it
+    memo = IndexCache(tmp_path / "cache")
+    (root / "app/b.py").write_text("import os, sys\n")
+    assert project.engine_pack_names(config, root, files, memo) == []
+    assert reads == [str(root / "app/b.py")]  # only the edited file
+    # A file modified within the file system's clock tick is read every time.
+    monkeypatch.setattr(project.time, "time_ns", now)
+    memo.save()
+    reads.clear()
+    (root / "app/a.py").write_text("import sglang\n")
+    assert project.engine_pack_names(config, root, files, IndexCache(tmp_path / "cache")) \
+        == ["sglang"]
+
+
 def test_attributes_inheritance_and_interfaces_carry_hotness(tmp_path, run_cli):
     root = write_project(tmp_path, {
         "eng/__init__.py": "",

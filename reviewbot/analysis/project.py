@@ -31,6 +31,7 @@ import hmac
 import json
 import os
 import re
+import time
 import warnings
 from collections import deque
 from dataclasses import dataclass, field
@@ -41,8 +42,12 @@ from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, host_
                                     memoised, optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 26
+SUMMARY_VERSION = 27
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
+# Summaries made since the last full write that are kept apart (or an eighth of the
+# project's, if more) before all of them are written again; and four times as many (or a
+# quarter of the project's) no longer used.
+RECENT_SUMMARIES = 64
 MAX_LINK_DEPTH = 12
 # A call on a receiver of no known class resolves by name only to this many methods.
 MAX_NAME_CANDIDATES = 3
@@ -78,10 +83,8 @@ _FACTORY_METHODS = frozenset({"make", "create", "build", "new", "init_new", "ins
 def project_root(paths: Iterable[Path]) -> Path:
     """The root of the project the checked paths belong to: the nearest folder above them
     holding a project marker, else the top of their chain of packages (``__init__.py``)."""
-    resolved = [Path(os.path.abspath(p)) for p in paths]
-    if not resolved:
-        resolved = [Path.cwd()]
-    common = Path(os.path.commonpath([str(p) for p in resolved]))
+    resolved = [os.path.abspath(p) for p in paths] or [os.getcwd()]
+    common = Path(os.path.commonpath(resolved))
     start = common if common.is_dir() else common.parent
     for folder in (start, *start.parents):
         if any((folder / marker).exists() for marker in ROOT_MARKERS):
@@ -112,13 +115,13 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
     if top is None:
         top = None
         if root is not None:
+            text = str(folder)
             for name in SOURCE_FOLDERS:
                 source = root / name
-                if source in folder.parents or source == folder:
-                    if not (source / "__init__.py").is_file():
-                        top = source
-                        break
-            if top is None and (root in folder.parents or root == folder):
+                if _under(text, str(source)) and not _is_package(source, package_tops):
+                    top = source
+                    break
+            if top is None and _under(text, str(root)):
                 top = root
         if top is None:
             top = folder
@@ -133,6 +136,23 @@ def module_name(path: Path, package_tops: dict[Path, Path] | None = None,
     if parts and parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def _under(folder: str, top: str) -> bool:
+    """Whether a folder is ``top`` or below it (both spelt alike: the test is lexical, as
+    ``Path.parents`` is)."""
+    return folder == top or folder.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _is_package(folder: Path, known: dict[Any, Any] | None) -> bool:
+    """Whether a folder holds ``__init__.py`` (asked once per folder when ``known`` is
+    given)."""
+    if known is None:
+        return (folder / "__init__.py").is_file()
+    answer = known.get(("package", folder))
+    if answer is None:
+        answer = known[("package", folder)] = (folder / "__init__.py").is_file()
+    return answer
 
 
 # Summaries ------------------------------------------------------------------------------
@@ -824,35 +844,64 @@ _MOVES_DATA = frozenset({"offload", "offloading", "swap", "swapper", "transfer",
 ENGINES = ("vllm", "sglang")  # engines with a pack of their own, by package name
 
 
-def engine_pack_names(config: Any, root: Path | None, files: Sequence[Path]) -> list[str]:
+def engine_pack_names(config: Any, root: Path | None, files: Sequence[Path],
+                      memo: "IndexCache | None" = None) -> list[str]:
     """The engine packs for a project that is (a package of that name at its top) or
-    imports (``import vllm``, ``from sglang...``) an engine with a pack of its own."""
+    imports (``import vllm``, ``from sglang...``) an engine with a pack of its own.
+    ``memo``: an index cache that remembers, per file of the same path, size, times and
+    inode, which engines it imports, so that only new or edited files are read for it."""
     if not config.engine_packs or root is None:
         return []
     found = [name for name in ENGINES if name not in config.rule_packs and (
         (root / name / "__init__.py").is_file() or (root / "python" / name / "__init__.py").is_file()
         or (root / "src" / name / "__init__.py").is_file())]
     wanted = [name for name in ENGINES if name not in found and name not in config.rule_packs]
-    if wanted:
-        import re
+    if not wanted:
+        return found
+    import re
 
-        needles = {name: (re.compile(rb"^[ \t]*(?:import|from)[ \t]+" + name.encode() +
-                                     rb"\b", re.MULTILINE),) for name in wanted}
-        from reviewbot.source import UnreadableSource, read_bytes
+    from reviewbot.source import UnreadableSource, read_bytes
 
-        for path in files:
+    needles = {name: re.compile(rb"^[ \t]*(?:import|from)[ \t]+" + name.encode() + rb"\b",
+                                re.MULTILINE) for name in wanted}
+    salt = f"{wanted}\0{config.max_file_size}\0"
+    known = memo.engine_files(salt) if memo is not None and memo.file is not None else None
+    seen: dict[str, list[str]] = {}
+    recent = time.time_ns() - 2_000_000_000
+    imported: set[str] = set()
+    for path in files:
+        stamp = _stat_stamp(path, recent) if known is not None else None
+        hits = known.get(stamp) if known is not None and stamp is not None else None
+        if hits is None:
             try:
                 # Regular files only (never waits on a pipe), within the size limit.
                 data = read_bytes(str(path), config.max_file_size)
             except UnreadableSource:
                 continue
-            for name in list(needles):
-                if name.encode() in data and any(needle.search(data) for needle in needles[name]):
-                    found.append(name)
-                    del needles[name]
-            if not needles:
-                break
-    return found
+            hits = [name for name, needle in needles.items()
+                    if name.encode() in data and needle.search(data)]
+        if stamp is not None:
+            seen[stamp] = hits
+        imported.update(hits)
+        if known is None and len(imported) == len(wanted):
+            break  # nothing to remember: every engine is found
+    if known is not None and memo is not None:
+        memo.set_engine_files(salt, seen)
+    return found + [name for name in wanted if name in imported]
+
+
+def _stat_stamp(path: Path, recent: int) -> str | None:
+    """A short digest of a file's path, size, times and inode (None when it cannot be
+    stat'ed, or was modified at or after ``recent``, within the file system's clock)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if info.st_mtime_ns >= recent or info.st_ctime_ns >= recent:
+        return None
+    return hashlib.blake2b(f"{path}\0{info.st_dev}\0{info.st_ino}\0{info.st_size}\0"
+                           f"{info.st_mtime_ns}\0{info.st_ctime_ns}".encode(),
+                           digest_size=8).hexdigest()
 
 
 def project_index_files(files: Sequence[Path], config: Any, cwd: Path,
@@ -932,16 +981,27 @@ def digest_of(data: bytes) -> str:
 
 
 class IndexCache:
-    """Summaries by content hash, in one JSON file (data only, never code), with a MAC made
-    with the result cache's key, kept outside any checkout: a summary committed or edited
-    by anyone without that key (to make a function look cold, say) is never believed."""
+    """Summaries by content hash (data only, never code), each file with a MAC made with the
+    result cache's key, kept outside any checkout: a summary committed or edited by anyone
+    without that key (to make a function look cold, say) is never believed.
+
+    Three files: the index (each module's key and link key, and the link digests of the
+    checked files), read by every run; the summaries, read only when the project is linked
+    again; and the summaries made since, which a run that needs no link writes instead of
+    rewriting them all. A key is a file's content hash and module name, so any copy of its
+    summary is the right one, and one that is missing is made again."""
 
     def __init__(self, folder: Path | None) -> None:
         from reviewbot.cache import _is_link, signing_key
 
         self.file = None if folder is None else folder / f"index-v{SUMMARY_VERSION}.json"
-        self._entries: dict[str, Any] | None = None
-        self.used: dict[str, Any] = {}
+        self._keys: dict[str, str] | None = None  # key -> link key, as the index holds them
+        self._links: Any = None
+        self._engines: Any = None
+        self._stored: dict[str, Any] | None = None  # key -> summary, read on first use
+        self._recent: dict[str, Any] | None = None  # those of them made since a full write
+        self.used: dict[str, str] = {}  # key -> link key, of the modules of this run
+        self.fresh: dict[str, Any] = {}  # key -> summary, made in this run
         self.dirty = False
         self._facts: dict[str, Any] | None = None
         self.key = signing_key() if folder is not None else None
@@ -949,79 +1009,120 @@ class IndexCache:
             self.file = None
 
     @property
-    def entries(self) -> dict[str, Any]:
-        """The stored summaries, read on first use (a run the memo answers never reads them)."""
-        if self._entries is None:
-            self._entries = {}
-            if self.file is not None:
-                self._load()
-        return self._entries
+    def keys(self) -> dict[str, str]:
+        """The index's keys, read on first use (a run the memo answers never reads them)."""
+        if self._keys is None:
+            self._keys = {}
+            data = self._read_side(self.file, b"index\0")
+            if isinstance(data, dict) and isinstance(data.get("keys"), dict):
+                self._keys = {k: v for k, v in data["keys"].items()
+                              if isinstance(k, str) and isinstance(v, str)}
+                self._links = data.get("links")
+                self._engines = data.get("engines")
+        return self._keys
 
-    def _load(self) -> None:
-        from reviewbot.cache import _is_link
+    def engine_files(self, salt: str) -> dict[str, list[str]]:
+        """Which engines each file imports, by the stamp of the file (see
+        ``engine_pack_names``), as recorded for the same engines sought."""
+        self.keys  # noqa: B018 (read with the keys)
+        record = self._engines
+        if isinstance(record, dict) and record.get("salt") == salt and \
+                isinstance(record.get("files"), dict):
+            return {k: v for k, v in record["files"].items()
+                    if isinstance(v, list) and all(isinstance(n, str) for n in v)}
+        return {}
 
-        assert self.file is not None
-        try:
-            if _is_link(self.file):
-                return
-            with open(self.file, "rb") as handle:
-                raw = handle.read(MAX_INDEX_BYTES + 1)
-            header, _, body = raw.partition(b"\n")
-            meta = json.loads(header) if len(raw) <= MAX_INDEX_BYTES else None
-            if isinstance(meta, dict) and meta.get("version") == SUMMARY_VERSION and \
-                    isinstance(meta.get("mac"), str) and \
-                    hmac.compare_digest(meta["mac"], self._mac(body)):
-                data = json.loads(body)
-                if isinstance(data, dict):
-                    self._entries = data
-        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-            self._entries = {}
+    def set_engine_files(self, salt: str, files: dict[str, list[str]]) -> None:
+        """Record which engines each file imports (written by ``save``)."""
+        self.keys  # noqa: B018
+        record = {"salt": salt, "files": files}
+        if record != self._engines:
+            self._engines = record
+            self.dirty = True
 
-    def _mac(self, body: bytes) -> str:
-        assert self.key is not None
-        return hmac.new(self.key, b"reviewbot-index\0" + body, "sha256").hexdigest()
+    def known(self, key: str) -> bool:
+        """Whether the index holds a summary for a file's digest and module name (one that
+        does not parse included); the summary itself is read only when asked for."""
+        if key in self.used:
+            return True
+        linked = self.keys.get(key)
+        if linked is None:
+            return False
+        self.used[key] = linked
+        return True
 
     def get(self, key: str) -> Any:
         """The summary stored for a file's digest and module name (None when absent; a
         file that does not parse is stored as None too: see ``used``)."""
-        value = self.entries.get(key)
-        if isinstance(value, dict) and _valid_summary(value.get("s")):
-            self.used[key] = value
-            return value["s"]
-        return None
+        if key in self.fresh:
+            return self.fresh[key]
+        if not self.known(key):
+            return None
+        stored = self.stored.get(key, _ABSENT)
+        if stored is _ABSENT or not _valid_summary(stored):
+            del self.used[key]  # lost or damaged: made again
+            return None
+        return stored
+
+    @property
+    def stored(self) -> dict[str, Any]:
+        """Every stored summary (the summaries file, then those made since)."""
+        if self._stored is None:
+            data = self._read_side(self._summaries_file(), b"summaries\0")
+            self._stored = data if isinstance(data, dict) else {}
+            recent = self._read_side(self._recent_file(), b"recent\0")
+            self._recent = recent if isinstance(recent, dict) else {}
+            self._stored.update(self._recent)
+        return self._stored
 
     def put(self, key: str, summary: Any) -> str:
         """Remember a fresh summary; returns its link key."""
         linked = link_key(summary)
-        self.used[key] = {"s": summary, "k": linked}
+        self.used[key] = linked
+        self.fresh[key] = summary
         self.dirty = True
         return linked
 
     def link_key(self, key: str) -> str:
-        """The link key stored with a summary that ``get`` returned ("" if none is)."""
-        value = self.used.get(key)
-        linked = value.get("k") if isinstance(value, dict) else None
+        """The link key of a summary the index holds ("" if none is)."""
+        linked = self.used.get(key)
         return linked if isinstance(linked, str) and len(linked) == 32 else ""
 
     def link_facts(self, project_key: str) -> dict[str, Any] | None:
         """The linked facts (hot functions and devices) each checked file read, as the last
         run that linked this very project recorded them: a file edited without changing
         what the link reads is checked again with them, and no link is needed."""
-        data = self._read_side(self._facts_file())
-        if isinstance(data, dict) and data.get("project") == project_key and \
-                isinstance(data.get("files"), dict):
-            return data["files"]
-        return None
+        body = self._read_side(self._side("links"), b"links\0", as_bytes=True)
+        if body is None:
+            return None
+        head, _, rest = body.partition(b"\n")
+        try:
+            if json.loads(head) != project_key:
+                return None
+        except ValueError:
+            return None
+        return _FileLines(rest)
 
     def set_link_facts(self, project_key: str, files: dict[str, Any]) -> None:
-        """Record the linked facts of this run's checked files (written by ``save``)."""
-        self._facts = {"project": project_key, "files": files}
+        """Record the linked facts of this run's checked files (written by ``save``): one
+        line per file, so that a run reads only the lines of the files it checks again."""
+        lines = [json.dumps(project_key).encode()]
+        lines.extend(json.dumps(rel).encode() + b"\t" + json.dumps(value, separators=(",", ":")
+                                                                  ).encode()
+                     for rel, value in files.items())
+        self._facts = b"\n".join(lines)  # type: ignore[assignment]
 
-    def _facts_file(self) -> Path | None:
+    def _side(self, kind: str) -> Path | None:
         return None if self.file is None else self.file.with_name(
-            f"links-v{SUMMARY_VERSION}.json")
+            f"{kind}-v{SUMMARY_VERSION}.json")
 
-    def _read_side(self, target: Path | None) -> Any:
+    def _summaries_file(self) -> Path | None:
+        return self._side("summaries")
+
+    def _recent_file(self) -> Path | None:
+        return self._side("summaries-recent")
+
+    def _read_side(self, target: Path | None, domain: bytes, as_bytes: bool = False) -> Any:
         from reviewbot.cache import _is_link
 
         if target is None:
@@ -1035,41 +1136,63 @@ class IndexCache:
             meta = json.loads(header) if len(raw) <= MAX_INDEX_BYTES else None
             if isinstance(meta, dict) and meta.get("version") == SUMMARY_VERSION and \
                     isinstance(meta.get("mac"), str) and \
-                    hmac.compare_digest(meta["mac"], self._mac(b"links\0" + body)):
-                return json.loads(body)
+                    hmac.compare_digest(meta["mac"], self._mac(domain + body)):
+                return body if as_bytes else json.loads(body)
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             pass
         return None
 
+    def _mac(self, body: bytes) -> str:
+        assert self.key is not None
+        return hmac.new(self.key, b"reviewbot-index\0" + body, "sha256").hexdigest()
+
     def links(self, project_key: str) -> dict[str, str] | None:
         """The digests of the linked facts each checked file read, when the last run that
         linked this very project (the same summaries and packs) recorded them."""
-        record = self.entries.get(_LINKS_KEY)
+        self.keys  # noqa: B018 (read with the keys)
+        record = self._links
         if isinstance(record, dict) and record.get("project") == project_key and \
                 isinstance(record.get("digests"), dict):
-            self.used[_LINKS_KEY] = record
             return record["digests"]
         return None
 
     def set_links(self, project_key: str, digests: dict[str, str]) -> None:
         """Record the facts' digests of this run's checked files."""
-        self.used[_LINKS_KEY] = {"project": project_key, "digests": digests}
+        self.keys  # noqa: B018 (a recorded one is replaced)
+        self._links = {"project": project_key, "digests": digests}
         self.dirty = True
 
     def save(self) -> None:
-        """Write the summaries this run used, atomically (unless nothing changed)."""
-        from reviewbot.cache import _ensure_gitignore, _is_link, _write_atomic
-
+        """Write what this run made and used, atomically (unless nothing changed): all the
+        summaries when many were made or dropped since they were last written in full, else
+        only those made since."""
         if self.file is None:
             return
         facts, self._facts = self._facts, None
         if facts is not None:
-            self._write(self._facts_file(), facts, b"links\0")
-        if not (self.dirty or len(self.used) != len(self.entries)):
+            self._write(self._side("links"), facts, b"links\0")
+        if not (self.dirty or self.used.keys() != self.keys.keys()):
             return
-        self._write(self.file, self.used, b"")
+        recent = self._recent if self._recent is not None else \
+            self._read_side(self._recent_file(), b"recent\0")
+        recent = {k: v for k, v in recent.items() if k in self.used} \
+            if isinstance(recent, dict) else {}
+        recent.update((k, v) for k, v in self.fresh.items() if k in self.used)
+        stale = 0 if self._stored is None else sum(k not in self.used for k in self._stored)
+        if len(recent) > max(RECENT_SUMMARIES, len(self.used) // 8) or \
+                stale > max(4 * RECENT_SUMMARIES, len(self.used) // 4):
+            # Many summaries made since the last full write, or many no longer used.
+            stored = self.stored
+            every = {k: self.fresh[k] if k in self.fresh else stored.get(k)
+                     for k in self.used if k in self.fresh or k in stored}
+            if self._write(self._summaries_file(), every, b"summaries\0"):
+                self._write(self._recent_file(), {}, b"recent\0")
+        elif self.fresh:
+            self._write(self._recent_file(), recent, b"recent\0")
+        self._write(self.file, {"keys": self.used, "links": self._links,
+                                "engines": self._engines}, b"index\0")
 
-    def _write(self, target: Path | None, data: Any, domain: bytes) -> None:
+    def _write(self, target: Path | None, data: Any, domain: bytes) -> bool:
         from reviewbot.cache import _ensure_gitignore, _is_link, _write_atomic
 
         assert self.file is not None and target is not None
@@ -1077,17 +1200,47 @@ class IndexCache:
         try:
             folder.mkdir(parents=True, exist_ok=True)
             if _is_link(folder):
-                return
+                return False
             _ensure_gitignore(folder)
-            body = json.dumps(data, separators=(",", ":")).encode()
+            body = data if isinstance(data, bytes) else \
+                json.dumps(data, separators=(",", ":")).encode()
             header = json.dumps({"version": SUMMARY_VERSION,
                                  "mac": self._mac(domain + body)}).encode()
             _write_atomic(folder, target, header + b"\n" + body)
+            return True
         except OSError:
-            pass  # a cache that cannot be written is not an error
+            return False  # a cache that cannot be written is not an error
 
 
-_LINKS_KEY = "\0links"  # never a summary's key (those are digest:module)
+_ABSENT: Any = object()
+
+
+class _FileLines:
+    """Lines of ``"rel"<TAB>json``, each value decoded only when its file asks for it."""
+
+    def __init__(self, body: bytes) -> None:
+        self._lines: dict[str, bytes] = {}
+        for line in body.split(b"\n"):
+            name, tab, value = line.partition(b"\t")
+            if tab:
+                try:
+                    rel = json.loads(name)
+                except ValueError:
+                    continue
+                if isinstance(rel, str):
+                    self._lines[rel] = value
+
+    def get(self, rel: str) -> Any:
+        value = self._lines.get(rel)
+        if value is None:
+            return None
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return None
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
 
 
 def project_key(index: "ProjectIndex", packs: PackData) -> str:
