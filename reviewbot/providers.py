@@ -9,9 +9,10 @@ and asks ``self.get_metadata(DeviceProvider, node)``, as for any LibCST provider
 * :class:`HotPathProvider`: a ``FunctionDef`` -> the chain of calls from an entry point
   that makes it hot (a tuple of names), through this module or, after the project's link
   phase, through others; no fact (``None``) for a function that is not hot.
-* :class:`SyncAllowedProvider`: an expression -> True where the analysis takes a sync to be
-  intended (a ``with`` block of the packs' sync-allowed contexts, a debug or validation
-  guard, the code after an early return for the unusual case).
+* :class:`SyncAllowedProvider`: an expression -> flags where the analysis takes a sync to
+  be intended: ``QUIET`` (a debug or validation guard, a once-only guard, the code after an
+  early return for the unusual case) and ``MARKED`` (a ``with`` block of the packs'
+  sync-allowed contexts, which the readback rules still report).
 * :class:`SpanProvider`: a node -> its ``CodeRange``, as LibCST's ``PositionProvider``
   gives it.
 * :class:`ImportedNameProvider`: a name, attribute chain or call -> the qualified name the
@@ -618,17 +619,22 @@ class DeviceProvider(AnalysisProvider):
         return DeviceFact(label.kind, label.why, label.weak, label.boolean)
 
 
+QUIET, MARKED = 1, 2  # the flags of SyncAllowedProvider's facts
+
+
 class SyncAllowedProvider(AnalysisProvider):
-    """An expression -> True where the analysis takes a sync there to be intended."""
+    """An expression -> flags where the analysis takes a sync there to be intended:
+    ``QUIET`` behind a debug, validation or once-only guard, or in the unusual case;
+    ``MARKED`` inside a ``with`` block of the packs' sync-allowed contexts."""
 
     needs_labels = True
 
-    def fact(self, facts: FileFacts, node: Any) -> bool | None:
-        """True inside a sync-allowed block (None where the analysis labelled nothing)."""
+    def fact(self, facts: FileFacts, node: Any) -> int | None:
+        """The flags (0: neither; None where the analysis labelled nothing)."""
         if not isinstance(node, cst.BaseExpression):
             return None
         found = facts.label(node)
-        return None if found is None else bool(found[1])
+        return None if found is None else int(found[1])
 
 
 class HotPathProvider(AnalysisProvider):

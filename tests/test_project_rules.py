@@ -268,13 +268,13 @@ def test_the_providers_read_devices_hot_paths_and_sync_allowed_blocks(tmp_path):
     found = [(f.line, f.column, f.message) for f in check_source(tmp_path, source, Facts)]
     assert found == [
         (4, 9, "def execute_model: ('execute_model',)"),
-        (6, 18, "cuda False"),  # a character column after the two-byte é
-        (8, 13, "cuda True"),
-        (9, 9, "cuda False"),  # the parentheses are the expression's, as in ast
+        (6, 18, "cuda 0"),  # a character column after the two-byte é
+        (8, 13, "cuda 2"),  # MARKED: in a sync-allowed block
+        (9, 9, "cuda 0"),  # the parentheses are the expression's, as in ast
         (12, 13, "def inner: None"),  # not a function the analysis indexes
-        (13, 20, "cuda False"),  # a closure is walked with its function
+        (13, 20, "cuda 0"),  # a closure is walked with its function
         (14, 9, "def cold: None"),
-        (15, 9, "cpu False"),  # a cold function is walked when first asked about
+        (15, 9, "cpu 0"),  # a cold function is walked when first asked about
     ]
 
 

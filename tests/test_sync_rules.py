@@ -205,6 +205,26 @@ def test_intended_syncs_in_configured_blocks_are_not_reported(tmp_path):
     assert lines(tmp_path, source, RB105) == [8]
 
 
+def test_readbacks_in_sync_allowed_blocks_are_reported_with_a_note(tmp_path):
+    source = """
+    import torch
+
+    class Runner:
+        def execute_model(self, x: torch.Tensor):
+            lens = torch.ones(4, device="cuda")
+            with gpu_sync_allowed():
+                first = lens.tolist()
+                n = lens.sum().item()
+            return first, n, lens.tolist()
+    """
+    found = {(f.line, f.code): f.message for f in findings(tmp_path, source, RB101)
+             + findings(tmp_path, source, RB102)}
+    assert sorted(found) == [(8, "RB101"), (9, "RB102"), (10, "RB101")]
+    assert "inside a sync-allowed block" in found[(8, "RB101")]
+    assert "inside a sync-allowed block" in found[(9, "RB102")]
+    assert "sync-allowed" not in found[(10, "RB101")]
+
+
 def test_unknown_devices_only_with_include_unknown(tmp_path):
     source = """
     import torch

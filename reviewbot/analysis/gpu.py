@@ -254,9 +254,10 @@ class GpuAnalysis:
     functions: dict[str, FunctionInfo]
     classes: list[ClassInfo] = field(default_factory=list, repr=False)
     # With record_labels: each walked function's expressions, by their ast span (line,
-    # byte offset, end line, end byte offset) -> (label, whether a sync is allowed there);
-    # and the analyzer that walks the other functions when they are first asked about.
-    labels: dict[str, dict[tuple[int, int, int, int], tuple[Label, bool]]] = field(
+    # byte offset, end line, end byte offset) -> (label, flags: 1 a sync is quiet there, 2
+    # it is in a sync-allowed block); and the analyzer that walks the other functions when
+    # they are first asked about.
+    labels: dict[str, dict[tuple[int, int, int, int], tuple[Label, int]]] = field(
         default_factory=dict, repr=False)
     analyzer: "ModuleAnalyzer | None" = field(default=None, repr=False)
     # Each walked function's host reads of a buffer while a non_blocking copy into it is
@@ -273,7 +274,7 @@ class GpuAnalysis:
         return self.unwaited.get(qualname, {})
 
     def labels_of(self, qualname: str) -> dict[tuple[int, int, int, int],
-                                               tuple[Label, bool]] | None:
+                                               tuple[Label, int]] | None:
         """The recorded labels of a function's expressions (its closures' included), walking
         it now when the analysis did not; None when the analysis does not label it (not
         recording, another accelerator's module, or not a function of the module)."""
@@ -1119,7 +1120,7 @@ class ModuleAnalyzer:
         # Keep every label the reporting walks compute, by span (for LibCST rules' device
         # facts); off by default, since the walks then keep a dict entry per expression.
         self.record_labels = record_labels
-        self.recorded: dict[str, dict[tuple[int, int, int, int], tuple[Label, bool]]] = {}
+        self.recorded: dict[str, dict[tuple[int, int, int, int], tuple[Label, int]]] = {}
         # Functions the project's link phase found hot (through other modules), with chains.
         self.linked_hot = linked_hot or {}
         # A tensor with no evidence of its device is on the GPU (the engine packs).
@@ -1651,7 +1652,8 @@ class FunctionWalker:
         self.returns: list[Label] = []
         self.self_assignments: dict[str, list[Label]] = {}
         self.pending: dict[str, int] = {}  # buffer -> line of its unsynchronised async copy
-        self.allowed = 0  # inside a sync-allowed `with` block
+        self.allowed = 0  # behind a debug, validation or once-only guard, or the unusual case
+        self.marked = 0  # inside a `with` block of a sync-allowed context
         self.async_copy_line: int | None = None  # set by `.to("cpu", non_blocking=True)`
         self.call_args: list[tuple[str, dict[str, Label]]] = []
         self.elements: dict[int, Label] = {}  # id of a list/tuple display -> its elements
@@ -1661,8 +1663,9 @@ class FunctionWalker:
         self.narrowed: dict[str, Label] = {}
         self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
-        # Each labelled expression's (label, sync allowed), by its ast span (record_labels).
-        self.recorded: dict[tuple[int, int, int, int], tuple[Label, bool]] | None = None
+        # Each labelled expression's (label, flags: 1 quiet, 2 in a sync-allowed block), by
+        # its ast span (record_labels).
+        self.recorded: dict[tuple[int, int, int, int], tuple[Label, int]] | None = None
         if report and module.record_labels:
             self.recorded = {}
             if type(self) is FunctionWalker:
@@ -1959,9 +1962,9 @@ class FunctionWalker:
                 label = self.label(item.context_expr)
                 if item.optional_vars is not None:
                     self.bind(item.optional_vars, label)
-            self.allowed += allowed
+            self.marked += allowed
             self.block(node.body)
-            self.allowed -= allowed
+            self.marked -= allowed
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             # An `except` block runs when something failed, not every step.
             self.branches([node.body + node.orelse, *(h.body for h in node.handlers)],
@@ -2644,5 +2647,5 @@ class _RecordingWalker(FunctionWalker):
         assert self.recorded is not None
         self.recorded[(node.lineno, node.col_offset, node.end_lineno or node.lineno,
                        node.end_col_offset if node.end_col_offset is not None
-                       else node.col_offset)] = (result, self.allowed > 0)
+                       else node.col_offset)] = (result, (self.allowed > 0) | (self.marked > 0) << 1)
         return result

@@ -15,8 +15,9 @@ from reviewbot.lazy import libcst as cst
 
 from reviewbot.analysis.gpu import trigger_words
 from reviewbot.finding import Fix
-from reviewbot.providers import (AnalyzedFunctionProvider, DeviceFact, DeviceProvider,
-                                 HotPathProvider, ImportedNameProvider, SyncAllowedProvider)
+from reviewbot.providers import (MARKED, QUIET, AnalyzedFunctionProvider, DeviceFact,
+                                 DeviceProvider, HotPathProvider, ImportedNameProvider,
+                                 SyncAllowedProvider)
 from reviewbot.rule import CstRule, Option
 
 INCLUDE_UNKNOWN = Option(
@@ -101,6 +102,10 @@ class SyncRule(CstRule):
     # Every finding needs torch (or CUDA) in the file.
     triggers = ("torch", "cuda")
     HOT_ONLY = True
+    # Whether a sync inside a `with` block of a sync-allowed context (`gpu_sync_allowed()`)
+    # goes unreported. The readback rules report it, with a note: the block says the sync
+    # is expected, yet the host waits all the same (those blocks often carry a TODO).
+    QUIET_IN_ALLOWED_BLOCKS = True
     # Each rule's candidates are the words of the node it matches: a finding's function
     # spells one.
     LOCAL_CANDIDATES = True
@@ -167,8 +172,14 @@ class SyncRule(CstRule):
         return self.get_metadata(DeviceProvider, node)
 
     def allowed(self, node: cst.CSTNode) -> bool:
-        """Whether the analysis takes a sync at ``node`` to be intended."""
-        return bool(self.get_metadata(SyncAllowedProvider, node, False))
+        """Whether the analysis takes a sync at ``node`` to be intended (a sync-allowed
+        block counts unless the rule reports in those)."""
+        flags = int(self.get_metadata(SyncAllowedProvider, node, 0) or 0)
+        return bool(flags & QUIET) or (self.QUIET_IN_ALLOWED_BLOCKS and bool(flags & MARKED))
+
+    def in_allowed_block(self, node: cst.CSTNode) -> bool:
+        """Whether ``node`` is inside a ``with`` block of a sync-allowed context."""
+        return bool(int(self.get_metadata(SyncAllowedProvider, node, 0) or 0) & MARKED)
 
     def qualify(self, node: cst.CSTNode) -> str:
         """The qualified name of a callee ("" when it is not a name or a chain)."""
@@ -344,6 +355,8 @@ class SyncRule(CstRule):
         message = f"{what}{where}: {self.consequence}"
         if why:
             message += f" [{why}]"
+        if self.in_allowed_block(node):
+            message += " (inside a sync-allowed block: expected there, but the host waits)"
         fix = None
         if kind == CUDA:
             try:

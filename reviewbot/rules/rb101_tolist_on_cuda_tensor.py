@@ -93,6 +93,7 @@ class TolistOnCudaTensor(SyncRule):
                    "and wait on a torch.cuda.Event")
     CANDIDATES = ("tolist",)
     NEEDS_CUDA = True
+    QUIET_IN_ALLOWED_BLOCKS = False
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "safe"
     VALID = [

@@ -81,6 +81,7 @@ class ItemOnCudaTensor(SyncRule):
                    "pinned copy")
     CANDIDATES = ("item",)
     NEEDS_CUDA = True
+    QUIET_IN_ALLOWED_BLOCKS = False
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [

@@ -71,6 +71,7 @@ class BlockingCopyToHost(SyncRule):
                    "wait on a torch.cuda.Event")
     CANDIDATES = ("cpu", "numpy", ".to(", "copy_", "[")
     NEEDS_CUDA = True
+    QUIET_IN_ALLOWED_BLOCKS = False
     options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [

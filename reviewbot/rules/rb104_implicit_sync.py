@@ -81,6 +81,7 @@ class ImplicitSync(SyncRule):
     CANDIDATES = ("if", "while", "assert", "and", "or", "[", "bool", "int", "float", "equal",
                   "nonzero", "unique", "masked_select", "argwhere", "where", "repeat_interleave")
     NEEDS_CUDA = True
+    QUIET_IN_ALLOWED_BLOCKS = False
     VALID = [
         Valid(_HEAD + "        if n > 0:\n            return t\n"),
         Valid(_HEAD + "        mask = torch.ones(n, dtype=torch.bool)\n"
