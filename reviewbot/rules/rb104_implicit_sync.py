@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from reviewbot.lazy import libcst as cst
 
+from reviewbot.analysis.gpu import mask_named
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
 from reviewbot.rules._sync import CPU, CUDA, VALUE, SyncRule, bool_operands, condition_leaves
@@ -26,6 +27,17 @@ def _holds_subscript(target: cst.BaseExpression) -> bool:
         return any(_holds_subscript(e.value) for e in target.elements)
     return isinstance(target, cst.Subscript)
 
+def _mask(index: DeviceFact, node: cst.BaseExpression | None) -> bool:
+    """A boolean index: by how it was made, or by its name (``keep_mask``, ``self.mask``:
+    what the analysis lost on the way, through a container's values or an op that keeps
+    the dtype)."""
+    if index.boolean:
+        return True
+    name = node.value if isinstance(node, cst.Name) else \
+        node.attr.value if isinstance(node, cst.Attribute) else ""
+    return mask_named(name)
+
+
 _HEAD = "import torch\nclass R:\n    def execute_model(self, n):\n" \
         "        t = torch.zeros(n, device='cuda')\n"
 
@@ -36,8 +48,10 @@ class ImplicitSync(SyncRule):
     ## What it does
     In a function that runs every step, finds a CUDA tensor used as a condition (`if t:`,
     `while t`, `assert t`, `t > 0` as a test, `t and x`), passed to `bool()`, `int()` or
-    `float()`, used to index a Python list; and ops whose output size depends on the
-    data: `torch.nonzero` / `t.nonzero()`, boolean-mask indexing `t[mask]`, `torch.unique`,
+    `float()` (`bool(m is not None and m.any())` passes the last operand), used to index a
+    Python list; and ops whose output size depends on the data: `torch.nonzero` /
+    `t.nonzero()`, boolean-mask indexing `t[mask]` (a mask by how it was made, or a CUDA
+    index named `*mask`), `torch.unique`,
     `torch.masked_select`, one-argument `torch.where`, and `repeat_interleave` with tensor
     repeats and no `output_size`.
 
@@ -88,12 +102,17 @@ class ImplicitSync(SyncRule):
                       "        return torch.nonzero(mask)\n"),
         Valid(_HEAD + "        if t is None:\n            return 0\n"),
         Valid(_HEAD + "        return torch.repeat_interleave(t, t, output_size=8)\n"),
+        Valid(_HEAD + "        picks = t.clone()\n        return t[picks]\n"),
     ]
     INVALID = [
         Invalid(_HEAD + "        if t.sum() > 0:\n            return t\n", line=5,
                 message_contains="comparison of a CUDA tensor used as a condition"),
         Invalid(_HEAD + "        return int(t.max())\n", line=5),
         Invalid(_HEAD + "        return t[t > 0]\n", line=5, message_contains="boolean-mask"),
+        Invalid(_HEAD + "        keep_mask = t.clone()\n        return t[keep_mask]\n", line=6,
+                message_contains="boolean-mask"),
+        Invalid(_HEAD + "        return bool(n > 0 and t.any())\n", line=5,
+                message_contains="`bool()` of the CUDA tensor `t.any()`"),
         Invalid(_HEAD + "        return t.nonzero()\n", line=5),
         Invalid(_HEAD + "        return torch.unique(t)\n", line=5),
         Invalid(_HEAD + "        while t.any():\n            t = t - 1\n", line=5),
@@ -159,7 +178,7 @@ class ImplicitSync(SyncRule):
         index = self.device(index_node) if index_node is not None else None
         if base is None or index is None or index.kind != CUDA:
             return
-        if base.kind == CUDA and index.boolean:
+        if base.kind == CUDA and _mask(index, index_node):
             self.report_sync(node, f"boolean-mask indexing `{self.short(node)}` (the result's "
                              "size depends on the data)", base.kind, base.evidence, chain)
         if base.kind == VALUE and node is not self._aug_target:
@@ -200,7 +219,7 @@ class ImplicitSync(SyncRule):
         base = self.device(target.value)
         index = self.device(index_node) if index_node is not None else None
         if base is not None and base.kind == CUDA and index is not None and \
-                index.kind == CUDA and index.boolean:
+                index.kind == CUDA and _mask(index, index_node):
             self.report_sync(target, f"boolean-mask assignment `{self.short(target)} = ...` "
                              "with a tensor value (its size depends on the data)", base.kind,
                              base.evidence, chain)
@@ -231,9 +250,14 @@ class ImplicitSync(SyncRule):
         chain = self.reporting_here()
         if chain is False or self.allowed(node):
             return
-        fact = self.device(args[0])
+        arg = args[0]
+        while isinstance(arg, cst.BooleanOperation):
+            # `bool(m is not None and m.any())`: the last operand is what the cast gets (the
+            # others are tested as operands: see visit_BooleanOperation).
+            arg = bool_operands(arg)[-1]
+        fact = self.device(arg)
         if fact is not None and fact.kind == CUDA:
-            self.report_sync(node, f"`{qual}()` of the CUDA tensor `{self.short(args[0])}`",
+            self.report_sync(node, f"`{qual}()` of the CUDA tensor `{self.short(arg)}`",
                              fact.kind, fact.evidence, chain)
 
     def _torch_function(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
