@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pathspec
 
@@ -62,11 +63,13 @@ def source_root(start: Path, project: Path | None = None) -> Path:
 
 def inside(path: Path, roots: Sequence[Path]) -> bool:
     """Whether ``path``, every link followed, is in one of ``roots`` (resolved folders)."""
+    text = os.fspath(path)
     try:
-        if os.path.islink(path):
-            resolved = str(path.resolve())
+        if os.path.islink(text):
+            resolved = str(Path(text).resolve())
         else:  # its folder resolved once for all the files in it
-            resolved = os.path.join(_resolved_folder(str(path.parent)), path.name)
+            folder, name = os.path.split(text)
+            resolved = os.path.join(_resolved_folder(folder), name)
     except (OSError, RuntimeError):  # a link loop
         return False
     for root in roots:
@@ -105,18 +108,41 @@ class PatternSet:
     def __init__(self, lines: Sequence[str]) -> None:
         self.patterns = [p for p in pathspec.GitIgnoreSpec.from_lines(lines).patterns
                          if p.include is not None]
+        self._any = _any_of(self.patterns)
 
     def matching(self, rel: str) -> frozenset[int]:
         """Indices of the patterns that match ``rel``."""
+        if self._any is not None and self._any.search(rel) is None:
+            return frozenset()
         return frozenset(i for i, p in enumerate(self.patterns) if p.match_file(rel) is not None)
 
     def verdict(self, rel: str, skip: frozenset[int] = frozenset()) -> bool | None:
         """True excluded, False re-included (``!pattern``), None no pattern matched."""
+        if self._any is not None and self._any.search(rel) is None:
+            return None  # most paths: one scan instead of one per pattern
         result = None
         for i, pattern in enumerate(self.patterns):
             if i not in skip and pattern.match_file(rel) is not None:
                 result = bool(pattern.include)
         return result
+
+
+def _any_of(patterns: Sequence[Any]) -> "re.Pattern[str] | None":
+    """One regular expression that matches where any of the patterns does (None when they
+    cannot be joined: then each is tried, as before)."""
+    sources, flags = [], set()
+    for pattern in patterns:
+        regex = getattr(pattern, "regex", None)
+        if regex is None or not isinstance(regex.pattern, str):
+            return None
+        sources.append(re.sub(r"\(\?P<\w+>", "(?:", regex.pattern))
+        flags.add(regex.flags)
+    if not sources or len(flags) != 1 or any("(?P=" in source for source in sources):
+        return None
+    try:
+        return re.compile("|".join(f"(?:{source})" for source in sources), flags.pop())
+    except re.error:
+        return None
 
 
 def _ancestors_rel(path: Path, top: Path) -> Iterator[str]:

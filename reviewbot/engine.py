@@ -632,7 +632,11 @@ class Engine:
         # Each file's own configuration: an edit of a folder's configuration is a new run.
         digest.update("\0".join(self._tags[i] for i in indices).encode())
         recent = time.time_ns() - 2_000_000_000
-        for group in (files, self.project_files or ()):
+        groups = [files, self.project_files or ()]
+        if list(groups[1]) == list(files):
+            groups[1] = ()  # the project itself was checked: its files are stat'ed once
+            digest.update(b"\2")
+        for group in groups:
             digest.update(b"\1")
             for path in group:
                 try:

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reviewbot.config import Overrides, build_config
 from reviewbot.discovery import discover
@@ -108,3 +110,29 @@ def test_dangling_link_is_reported_not_fatal(tmp_path, run_cli):
 def test_duplicates_are_checked_once(tmp_path):
     touch(tmp_path / "pkg" / "m.py")
     assert found(tmp_path, ["pkg", "pkg/m.py", "."]) == ["pkg/m.py"]
+
+
+_PIECES = ("a", "b", "build", ".git", "x.py", "gen_1.py", "keep", "*", "**", "*.py", "c.pyc")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans(),
+                          st.lists(st.sampled_from(_PIECES), min_size=1, max_size=3),
+                          st.booleans()), min_size=1, max_size=6),
+       st.lists(st.tuples(st.lists(st.sampled_from(_PIECES[:7]), min_size=1, max_size=4),
+                          st.booleans()), min_size=1, max_size=20))
+def test_the_joined_patterns_give_each_patterns_verdict(patterns, paths):
+    from reviewbot.discovery import PatternSet
+
+    lines = [("!" if negate else "") + ("/" if anchored else "") + "/".join(parts)
+             + ("/" if folder else "") for negate, anchored, parts, folder in patterns]
+    spec = PatternSet(lines)
+    for parts, folder in paths:
+        rel = "/".join(parts) + ("/" if folder else "")
+        slow = None
+        for pattern in spec.patterns:
+            if pattern.match_file(rel) is not None:
+                slow = bool(pattern.include)
+        assert spec.verdict(rel) == slow
+        assert spec.matching(rel) == frozenset(
+            i for i, p in enumerate(spec.patterns) if p.match_file(rel) is not None)
