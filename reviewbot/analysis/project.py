@@ -24,7 +24,6 @@ file's content hash.
 from __future__ import annotations
 
 import ast
-import fnmatch
 import functools
 import hashlib
 import hmac
@@ -1667,8 +1666,7 @@ class Linker:
         ``Scheduler`` inherits without overriding, when the packs name that as an entry
         point (subclasses to any depth, bounded)."""
         patterns = self.packs.hot_path_entry_points
-        if not self.subclasses.get(owner) or not any(fnmatch.fnmatchcase(name, m)
-                                                     for m in self._entry_methods):
+        if not self.subclasses.get(owner) or not self.matches(name, self._entry_methods):
             return None
         queue, seen = deque(self.subclasses.get(owner, ())), set()
         while queue and len(seen) < 256:
