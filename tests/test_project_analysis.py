@@ -99,6 +99,26 @@ def test_an_edit_the_link_cannot_see_reuses_the_recorded_facts(tmp_path, run_cli
     assert sync_findings(run_cli, root) == []
 
 
+def test_a_changed_reviewbot_links_again(tmp_path, run_cli, monkeypatch):
+    from reviewbot import cache
+
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    assert len(sync_findings(run_cli, root)) == 1
+    links = []
+    link = Linker.link
+    monkeypatch.setattr(Linker, "link", lambda self: links.append(1) or link(self))
+    (root / "engine/ops.py").write_text("# one\n" + textwrap.dedent(OPS), encoding="utf-8")
+    assert len(sync_findings(run_cli, root)) == 1
+    assert links == []  # an edit the link cannot see: the recorded facts are reused
+    # The same project checked by other code (an upgrade, an editable install being
+    # worked on): the facts the old link phase recorded are not believed.
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "another reviewbot")
+    (root / "engine/ops.py").write_text("# two\n" + textwrap.dedent(OPS), encoding="utf-8")
+    assert len(sync_findings(run_cli, root)) == 1
+    assert links == [1]
+
+
 def test_summaries_are_read_only_to_link_and_written_in_full_only_in_bulk(
         tmp_path, run_cli, monkeypatch):
     from reviewbot.analysis import project
@@ -178,6 +198,70 @@ def test_the_engines_a_project_imports_are_remembered_per_file(tmp_path, monkeyp
     (root / "app/a.py").write_text("import sglang\n")
     assert project.engine_pack_names(config, root, files, IndexCache(tmp_path / "cache")) \
         == ["sglang"]
+
+
+def test_a_benchmarks_loop_starts_no_hot_path(tmp_path, run_cli):
+    runner = """
+        from eng.ops import apply_penalties
+
+        class ModelRunner:
+            def execute_model(self, batch):
+                return apply_penalties(batch)
+    """
+    root = write_project(tmp_path / "a", {"eng/__init__.py": "", "eng/ops.py": OPS,
+                                          "eng/benchmark/__init__.py": "",
+                                          "eng/benchmark/one_batch.py": runner})
+    assert sync_findings(run_cli, root) == []  # it times the step: not the engine's path
+    root = write_project(tmp_path / "b", {"eng/__init__.py": "", "eng/ops.py": OPS,
+                                          "eng/runner.py": runner})
+    assert [f["path"] for f in sync_findings(run_cli, root)] == ["eng/ops.py"]
+
+
+def test_a_call_on_an_untyped_result_reaches_only_a_class_its_function_names(
+        tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/kernels.py": """
+            import importlib
+
+            def _jit_row_module():
+                return importlib.import_module("row_kernels")
+
+            def _verify_executor_for(key):
+                return importlib.import_module(key).executor
+
+            def row_compact(x):
+                module = _jit_row_module()
+                module.run_compact(x)
+
+            def verify(x):
+                executor = _verify_executor_for("spec")
+                executor.run_checked(x)
+        """,
+        "eng/verify.py": """
+            import torch
+
+            class VerifyExecutor:
+                def run_compact(self, x):
+                    return torch.ones(4, device="cuda").tolist()
+
+                def run_checked(self, x):
+                    return torch.ones(4, device="cuda").tolist()
+        """,
+        "eng/runner.py": """
+            from eng.kernels import row_compact, verify
+
+            class ModelRunner:
+                def execute_model(self, x):
+                    row_compact(x)
+                    verify(x)
+        """,
+    })
+    found = sync_findings(run_cli, root)
+    # A kernel module's `run_compact` is not VerifyExecutor's; `_verify_executor_for`
+    # speaks of the class whose method it calls.
+    assert [(f["path"], f["line"]) for f in found] == [("eng/verify.py", 9)]
+    assert "-> verify (eng/kernels.py) -> VerifyExecutor.run_checked" in found[0]["message"]
 
 
 def test_attributes_inheritance_and_interfaces_carry_hotness(tmp_path, run_cli):

@@ -814,15 +814,22 @@ def other_platform_path(rel: str) -> bool:
     """Whether a file's path names another accelerator: a folder or file name that is one
     (``hardware_backend/npu/``, ``tpu_model_runner.py`` by its first part), not a word
     inside a name (``hipflash.py`` is not); or a CPU-backend, test or benchmark folder."""
-    parts = rel.removesuffix(".py").split("/")
-    if any(part in OFF_PATH_FOLDERS for part in parts[:-1]) or \
-            parts[-1].startswith("test_") or parts[-1] == "conftest":
+    if off_path(rel):
         return True  # the CPU backend's own folder (`ops/cpu/`), tests, benchmarks
+    parts = rel.removesuffix(".py").split("/")
     words = parts[-1].split("_")
     if _PLATFORM_WORDS.intersection(words) and not _MOVES_DATA.intersection(words):
         return True  # a backend's module (`cpu_attn.py`, `intel_amx_backend.py`, `x_hip.py`)
     return any(part in OTHER_PLATFORM_PARTS or part.split("_", 1)[0] in OTHER_PLATFORM_PARTS
                for part in parts)
+
+
+def off_path(rel: str) -> bool:
+    """Whether a file is in a CPU-backend, test or benchmark folder, or is a test module:
+    code that never runs in a CUDA engine's serving steps, so no hot path starts there."""
+    parts = rel.removesuffix(".py").split("/")
+    return any(part in OFF_PATH_FOLDERS for part in parts[:-1]) or \
+        parts[-1].startswith("test_") or parts[-1] == "conftest"
 
 
 # Folders of code that never runs in a CUDA engine's serving steps: the CPU backend's own
@@ -1243,9 +1250,12 @@ class _FileLines:
 
 
 def project_key(index: "ProjectIndex", packs: PackData) -> str:
-    """What the link phase's output depends on: every module's summary, and the packs."""
+    """What the link phase's output depends on: every module's summary, the packs, and
+    reviewbot's own code (a new link phase must not reuse the facts an old one recorded)."""
+    from reviewbot.cache import code_fingerprint
+
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(f"{SUMMARY_VERSION}\0{packs!r}".encode())
+    digest.update(f"{SUMMARY_VERSION}\0{code_fingerprint()}\0{packs!r}".encode())
     for name in sorted(index.modules):
         entry = index.modules[name]
         digest.update(f"\0{name}\0{entry.rel}\0{entry.link_key or entry.digest}".encode())
@@ -1588,6 +1598,12 @@ class Linker:
             resolved = self.resolve_class(typ)
             if resolved:
                 return self.methods_of(resolved, name)
+            if typ.startswith("()"):
+                # A call's result of a type the project does not say: only a method of a
+                # class the called function's name speaks of (`self.get_sampler().x()`),
+                # not any method of that name (`_jit_module().run()` is a kernel's).
+                return self._named_like(self._by_name(name), typ[2:].rpartition(".")[2],
+                                        strict=True)
             return self._by_name(name)
         if kind == "A":
             attr, _, name = rest.partition(":")
@@ -1616,18 +1632,19 @@ class Linker:
         return [f"{cls}.{name}" for cls in self._by_snake_name.get(wanted, ())
                 if f"{cls}.{name}" in self.functions]
 
-    def _named_like(self, candidates: list[str], receiver: str) -> list[str]:
+    def _named_like(self, candidates: list[str], receiver: str,
+                    strict: bool = False) -> list[str]:
         """Of the methods a call on an unknown object may reach, those of the classes the
         object's name speaks of (``markov_head.init_state`` -> ``GatedMarkovHead``), or
-        all when its name speaks of none of them."""
-        if len(candidates) < 2 or not receiver:
+        all when its name speaks of none of them (``strict``: none)."""
+        if (len(candidates) < 2 and not strict) or not candidates or not receiver:
             return candidates
         words = {w for w in receiver.lower().split("_") if len(w) > 2}
         if not words:
-            return candidates
+            return [] if strict else candidates
         chosen = [c for c in candidates if words & {
             w.lower() for w in _CAMEL_WORD.findall((self.owner(c) or "").rpartition(".")[2])}]
-        return chosen or candidates
+        return chosen if chosen or strict else candidates
 
     def _by_name(self, name: str) -> list[str]:
         """The project's methods of this name, when few, or all implementations of one
@@ -1779,6 +1796,8 @@ class Linker:
         hot_callers: dict[str, set[str]] = {}  # function -> the hot functions calling it
         queue: deque[str] = deque()
         for qual in self.functions:
+            if off_path(self.functions[qual][0].rel):
+                continue  # a benchmark's or a test's loop calls the step on purpose
             why = self.is_entry(qual)
             if why is not None and not self.is_startup(qual):
                 chains[qual] = [why]
