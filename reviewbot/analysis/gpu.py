@@ -2645,7 +2645,8 @@ class _RecordingWalker(FunctionWalker):
     def label(self, node: ast.expr, read: bool = False, write: bool = False) -> Label:
         result = FunctionWalker.label(self, node, read, write)
         assert self.recorded is not None
+        flags = (self.allowed > 0) | (self.marked > 0) << 1
         self.recorded[(node.lineno, node.col_offset, node.end_lineno or node.lineno,
                        node.end_col_offset if node.end_col_offset is not None
-                       else node.col_offset)] = (result, (self.allowed > 0) | (self.marked > 0) << 1)
+                       else node.col_offset)] = (result, flags)
         return result

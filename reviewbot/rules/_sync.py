@@ -174,12 +174,15 @@ class SyncRule(CstRule):
     def allowed(self, node: cst.CSTNode) -> bool:
         """Whether the analysis takes a sync at ``node`` to be intended (a sync-allowed
         block counts unless the rule reports in those)."""
-        flags = int(self.get_metadata(SyncAllowedProvider, node, 0) or 0)
+        flags = self._sync_flags(node)
         return bool(flags & QUIET) or (self.QUIET_IN_ALLOWED_BLOCKS and bool(flags & MARKED))
 
     def in_allowed_block(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is inside a ``with`` block of a sync-allowed context."""
-        return bool(int(self.get_metadata(SyncAllowedProvider, node, 0) or 0) & MARKED)
+        return bool(self._sync_flags(node) & MARKED)
+
+    def _sync_flags(self, node: cst.CSTNode) -> int:
+        return int(self.get_metadata(SyncAllowedProvider, node, 0) or 0)
 
     def qualify(self, node: cst.CSTNode) -> str:
         """The qualified name of a callee ("" when it is not a name or a chain)."""

@@ -27,6 +27,7 @@ def _holds_subscript(target: cst.BaseExpression) -> bool:
         return any(_holds_subscript(e.value) for e in target.elements)
     return isinstance(target, cst.Subscript)
 
+
 def _mask(index: DeviceFact, node: cst.BaseExpression | None) -> bool:
     """A boolean index: by how it was made, or by its name (``keep_mask``, ``self.mask``:
     what the analysis lost on the way, through a container's values or an op that keeps
