@@ -1721,3 +1721,90 @@ def test_a_summary_whose_call_records_have_the_wrong_shape_is_recomputed():
         broken = json.loads(json.dumps(good))
         broken["functions"]["f"][key] = bad
         assert not _valid_summary(broken), (key, bad)
+
+
+def test_host_evidence_a_reader_sees_wins_over_the_default_device(tmp_path, run_cli):
+    # Each pair: the same readback, once where the code says the value is on the host (not
+    # reported) and once where nothing does (reported).
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/lens.py": """
+            import torch
+
+            def lengths(batch) -> torch.Tensor:
+                return batch.lens
+        """,
+        "eng/runner.py": """
+            import torch
+            from eng.lens import lengths
+
+            class ModelRunner:
+                def execute_model(self, batch, ids: torch.Tensor):
+                    lens_cpu = lengths(batch)
+                    a = lens_cpu.sum().item()
+                    lens = lengths(batch)
+                    b = lens.sum().item()
+                    with torch.device("cpu"):
+                        made = lengths(batch)
+                        c = made.max().item()
+                    d = ids.numpy()
+                    e = ids.numpy(force=True)
+                    return a, b, c, d, e
+        """,
+        "eng/vision.py": """
+            import torch
+
+            class Merger(torch.nn.Module):
+                def forward(self, hidden: torch.Tensor, image_sizes: torch.Tensor,
+                            grid_thw: torch.Tensor, lens: torch.Tensor):
+                    n = image_sizes.tolist()
+                    m = grid_thw.tolist()
+                    moved = grid_thw.to(hidden.device)
+                    return n, m, moved.tolist(), lens.tolist()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    assert found == [("eng/runner.py", 10, "RB102"), ("eng/runner.py", 15, "RB103"),
+                     ("eng/vision.py", 10, "RB101"), ("eng/vision.py", 10, "RB101")], found
+    messages = sorted(f["message"].partition(" in hot path")[0]
+                      for f in sync_findings(run_cli, root) if f["path"] == "eng/vision.py")
+    assert messages == ["`.tolist()` on `lens`", "`.tolist()` on `moved`"], messages
+
+
+def test_other_platform_settings_and_graph_capture_are_not_per_step(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/runner.py": """
+            import torch
+
+            class ModelRunner:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+                    self.graphs = {}
+
+                def execute_model(self, batch):
+                    if self.io_backend == "kernel_ascend":
+                        a = self.buf.cpu()
+                    if self.impl in ("intel_xpu", "npu"):
+                        b = self.buf.tolist()
+                    if self.impl != "intel_xpu":
+                        c = self.buf.tolist()
+                    else:
+                        d = self.buf.tolist()
+                    if self.mode == "cpu_offload":
+                        e = self.buf.tolist()
+                    if batch.key not in self.graphs:
+                        self._capture(batch.key)
+                    return self.graphs[batch.key].replay()
+
+                def _capture(self, key):
+                    n = int(self.buf.max().item())
+                    torch.cuda.synchronize()
+                    g = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(g):
+                        self.buf.add_(n)
+                    self.graphs[key] = g
+        """,
+    })
+    found = sorted((f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    assert found == [(15, "RB101"), (19, "RB101")], found

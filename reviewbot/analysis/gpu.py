@@ -637,10 +637,38 @@ def error_only(stmts: list[ast.stmt]) -> bool:
     return bool(stmts) and isinstance(stmts[-1], ast.Raise)
 
 
+def _names_platform(value: str) -> bool:
+    """Whether a setting's value names another platform: one of its words
+    (``kernel_ascend``, ``intel_xpu``), or the whole value for the CPU (``cpu_offload`` is
+    a CUDA engine's mode)."""
+    words = set(re.split(r"[^a-z0-9]+", value.lower()))
+    return value.lower() == "cpu" or bool((_OTHER_PLATFORMS - {"cpu"}) & words)
+
+
+def _platform_string(test: ast.expr) -> str | None:
+    """"eq" for a setting compared with a string that names another platform
+    (``io_backend == "kernel_ascend"``, ``impl in ("intel_xpu", "npu")``), "ne" for
+    ``!=`` and ``not in``, else None."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.In, ast.NotIn))):
+        return None
+    left, right = test.left, test.comparators[0]
+    if isinstance(left, ast.Constant):
+        left, right = right, left
+    values = right.elts if isinstance(right, (ast.Tuple, ast.List, ast.Set)) and \
+        isinstance(test.ops[0], (ast.In, ast.NotIn)) else [right]
+    if not values or isinstance(left, ast.Constant) or not all(
+            isinstance(v, ast.Constant) and isinstance(v.value, str) and _names_platform(v.value)
+            for v in values):
+        return None
+    return "eq" if isinstance(test.ops[0], (ast.Eq, ast.In)) else "ne"
+
+
 def _guard_atom(test: ast.expr) -> bool:
     """A test that holds only off the per-step CUDA path: a debug or environment flag, a
     CUDA-graph capture, another platform, a host tensor."""
-    if _platform_check(test) == "other" or _host_only_test(test):
+    if _platform_check(test) == "other" or _host_only_test(test) or \
+            _platform_string(test) == "eq":
         return True
     words = {w.lower() for name in _test_names(test) for w in _WORD_SPLIT.split(name) if w}
     if isinstance(test, ast.Call):
@@ -662,6 +690,8 @@ def guard_of(test: ast.expr) -> tuple[bool, bool]:
         return False, True
     if _device_check(test) == "cpu":
         return True, False
+    if _platform_string(test) == "ne":
+        return False, True
     if isinstance(test, ast.BoolOp):
         atoms = [_guard_atom(v) for v in test.values]
         return (any(atoms) if isinstance(test.op, ast.And) else all(atoms)), False
@@ -679,6 +709,24 @@ def memoised(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
         name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
         if name in _MEMO_DECORATORS:
             return True
+    return False
+
+
+def captures_graph(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether a function captures a CUDA graph (``with torch.cuda.graph(g):``, ``with
+    graph_capture(...)``, in its own body): it runs once per graph, not once per step, and
+    the syncs before a capture are its set-up."""
+    for stmt in node.body:
+        if not isinstance(stmt, (ast.With, ast.AsyncWith)):
+            continue
+        for item in stmt.items:
+            expr = item.context_expr
+            func = expr.func if isinstance(expr, ast.Call) else expr
+            dotted = _dotted_text(func) or ""
+            last = dotted.rpartition(".")[2]
+            words = {w.lower() for w in _WORD_SPLIT.split(last) if w}
+            if dotted.endswith("cuda.graph") or ("graph" in words and words & _CAPTURE_WORDS):
+                return True
     return False
 
 
@@ -994,6 +1042,29 @@ def host_named(name: str) -> bool:
     """Whether a name says it holds a host value: ``*_cpu``, ``*_np``, ``*_host``,
     ``pinned_*``, ``*_list`` (its parts split at ``_`` and ``.``)."""
     return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
+
+
+_SHAPE_WORDS = frozenset({"sizes", "shapes", "thw"})
+
+
+def shape_named(name: str) -> bool:
+    """Whether a name says it holds the sizes of a batch's items (``image_sizes``,
+    ``tgt_sizes``, ``grid_thw``): metadata that multimodal processors make and engines keep
+    on the host, not a tensor to take to be on the GPU by default."""
+    return _NAME_PARTS.split(name.lower())[-1] in _SHAPE_WORDS
+
+
+# Words of a name that say where its memory is (`*_list` may be a list of CUDA tensors).
+_HOST_DEVICE_WORDS = frozenset({"cpu", "np", "numpy", "host", "pinned"})
+
+
+def _host_name_wins(name: str, label: Label) -> Label:
+    """A tensor on the GPU only by devices.default, bound to a name that says it is a host
+    value (``seg_lens_cpu = lengths(batch)``): the name is the better evidence."""
+    if label.kind == CUDA and label.weak and any(
+            part in _HOST_DEVICE_WORDS for part in _NAME_PARTS.split(name.lower())):
+        return Label(CPU, f"`{name}` is named as a host value ({label.why} only by default)")
+    return label
 
 
 def _moves_to_device(call: ast.Call) -> bool:
@@ -1316,7 +1387,7 @@ class ModuleAnalyzer:
         """Whether ``func`` is start-up code, or memoised, or code for another platform
         (never hot)."""
         return _matches(func.qualname, self.packs.startup_functions) or \
-            memoised(func.node) or self.off_platform(func)
+            memoised(func.node) or self.off_platform(func) or captures_graph(func.node)
 
     def off_platform(self, func: FunctionInfo) -> bool:
         """Whether ``func`` uses another accelerator's stack that the module imports only
@@ -1654,6 +1725,7 @@ class FunctionWalker:
         self.pending: dict[str, int] = {}  # buffer -> line of its unsynchronised async copy
         self.allowed = 0  # behind a debug, validation or once-only guard, or the unusual case
         self.marked = 0  # inside a `with` block of a sync-allowed context
+        self.host_default = 0  # inside `with torch.device("cpu"):`
         self.async_copy_line: int | None = None  # set by `.to("cpu", non_blocking=True)`
         self.call_args: list[tuple[str, dict[str, Label]]] = []
         self.elements: dict[int, Label] = {}  # id of a list/tuple display -> its elements
@@ -1679,9 +1751,9 @@ class FunctionWalker:
             if cls is not None and arg.arg == "device" and cls.on_cuda:
                 self.env[arg.arg] = Label(DEV_CUDA, f"the device of {cls.name}")
             elif arg.arg in passed:
-                label = passed[arg.arg]
-                self.env[arg.arg] = label if label.why.startswith("passed by a caller") else \
-                    label.but(f"passed by a caller: {label.why}")
+                label = _host_name_wins(arg.arg, passed[arg.arg])
+                self.env[arg.arg] = label if label.why.startswith("passed by a caller") or \
+                    label.kind == CPU else label.but(f"passed by a caller: {label.why}")
             elif module.class_key(arg.annotation) is not None:
                 self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
             elif module.is_kept_on_cpu(arg.arg) or (
@@ -1698,6 +1770,10 @@ class FunctionWalker:
                 # Not taken to be on the GPU: a caller in the project passes a host value.
                 self.env[arg.arg] = Label(UNKNOWN, f"a caller passes a host value as "
                                                    f"`{arg.arg}`")
+            elif self._is_tensor_annotation(arg.annotation) and shape_named(arg.arg):
+                # Not taken to be on the GPU by default: the sizes of a batch's items.
+                self.env[arg.arg] = Label(UNKNOWN, f"`{arg.arg}` is named as shape metadata, "
+                                                   "which processors keep on the host")
             elif cls is not None and cls.is_module and func.name in \
                     module.packs.module_entry_points and self._is_tensor_annotation(arg.annotation):
                 self.env[arg.arg] = Label(CUDA, f"an input of {func.qualname}, an nn.Module "
@@ -1863,7 +1939,7 @@ class FunctionWalker:
     def bind(self, target: ast.expr, label: Label, value: ast.expr | None = None) -> None:
         """Give an assignment target the label of what is assigned."""
         if isinstance(target, ast.Name):
-            self.env[target.id] = label
+            label = self.env[target.id] = _host_name_wins(target.id, label)
             items = self.items.get(id(value)) if value is not None else None
             if items is not None:
                 self.packed[target.id] = items  # `f(*inputs)` passes each of them
@@ -1871,6 +1947,7 @@ class FunctionWalker:
                 self.packed.pop(target.id, None)
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                 and target.value.id == "self":
+            label = _host_name_wins(target.attr, label)
             self.self_assignments.setdefault(target.attr, []).append(label)
             self.env["self." + target.attr] = label
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -1958,12 +2035,15 @@ class FunctionWalker:
             self.block(node.orelse)
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             allowed = any(self._sync_allowed(item.context_expr) for item in node.items)
+            host = any(self._host_device_context(item.context_expr) for item in node.items)
             for item in node.items:
                 label = self.label(item.context_expr)
                 if item.optional_vars is not None:
                     self.bind(item.optional_vars, label)
             self.marked += allowed
+            self.host_default += host
             self.block(node.body)
+            self.host_default -= host
             self.marked -= allowed
         elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
             # An `except` block runs when something failed, not every step.
@@ -2055,6 +2135,14 @@ class FunctionWalker:
                        isinstance(t, ast.Attribute) and t.attr == test.attr
                        and isinstance(t.value, ast.Name) and t.value.id == "self"
                        for t in stmt.targets) for stmt in node.body)
+
+    def _host_device_context(self, expr: ast.expr) -> bool:
+        """``torch.device("cpu")`` used as a context manager: tensors made in its block
+        without a device of their own, in this function or the ones it calls, are on the
+        host."""
+        return isinstance(expr, ast.Call) and len(expr.args) == 1 and \
+            isinstance(expr.args[0], ast.Constant) and expr.args[0].value == "cpu" and \
+            self.m.names.qualify(expr.func) == "torch.device"
 
     def _sync_allowed(self, expr: ast.expr) -> bool:
         target = expr.func if isinstance(expr, ast.Call) else expr
@@ -2330,6 +2418,19 @@ class FunctionWalker:
                                else node.col_offset)] = (key, line)
 
     def _call(self, node: ast.Call) -> Label:
+        label = self._call_result(node)
+        if self.host_default and label.kind == CUDA and _kw(node, "device") is None:
+            func = node.func
+            made = isinstance(func, ast.Name) or (
+                isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+                    func.value.id == "self" or func.value.id in self.m.names.aliases))
+            if made and not (self.m.names.qualify(func) or "").startswith("torch."):
+                # A function's result, made under the host default device.
+                return Label(CPU, f"returned by `{_short(func)}()` inside `with "
+                                  f"torch.device(\"cpu\")` ({label.why})")
+        return label
+
+    def _call_result(self, node: ast.Call) -> Label:
         func = node.func
         qual = self.m.names.qualify(func) or ""
         if isinstance(func, ast.Attribute):

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from reviewbot.analysis.gpu import (_fallback_guard, error_only, guard_of, host_comment,
-                                    memoised, optional_parameters)
+from reviewbot.analysis.gpu import (_fallback_guard, captures_graph, error_only, guard_of,
+                                    host_comment, memoised, optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 27
+SUMMARY_VERSION = 28
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -554,6 +554,8 @@ class _Summariser:
         if node.decorator_list:
             if memoised(node):
                 out["memo"] = True  # runs once per distinct arguments: never hot
+        if captures_graph(node):
+            out["memo"] = True  # runs once per captured graph: never hot
         positional = [*args.posonlyargs, *args.args]
         tensors = [[i, a.arg] for i, a in enumerate(positional)
                    if a.annotation is not None and self.value_kind(a.annotation) == "tensor"]

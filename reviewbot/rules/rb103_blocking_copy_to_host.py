@@ -22,10 +22,12 @@ class BlockingCopyToHost(SyncRule):
     """A blocking copy of a CUDA tensor to the host in a hot path.
 
     ## What it does
-    Finds `.cpu()`, `.numpy()`, `.to("cpu")`, `.to(torch.device("cpu"))`, `.to(cpu_tensor)`
-    and `cpu_tensor.copy_(cuda_tensor)` without `non_blocking=True` on a tensor known to be
-    on the GPU, and `cpu_tensor[i] = cuda_tensor` (an assignment into a host tensor copies
-    and waits), inside a function that runs every step.
+    Finds `.cpu()`, `.numpy(force=True)`, `.to("cpu")`, `.to(torch.device("cpu"))`,
+    `.to(cpu_tensor)` and `cpu_tensor.copy_(cuda_tensor)` without `non_blocking=True` on a
+    tensor known to be on the GPU, and `cpu_tensor[i] = cuda_tensor` (an assignment into a
+    host tensor copies and waits), inside a function that runs every step. A plain
+    `.numpy()` is not reported: torch raises it for a CUDA tensor, so code that runs calls it
+    on a host tensor only.
 
     ## Why is this bad?
     A blocking device-to-host copy into pageable memory waits for the default stream, and
@@ -77,6 +79,9 @@ class BlockingCopyToHost(SyncRule):
     VALID = [
         Valid("import torch\nclass R:\n    def execute_model(self, n):\n"
               "        t = torch.arange(n)\n        return t.cpu().numpy()\n"),
+        # `.numpy()` of a CUDA tensor raises: a tensor it is called on is on the host.
+        Valid("import torch\nclass R:\n    def execute_model(self, x):\n"
+              "        y = x.to('cuda') + 1\n        return y.numpy()\n"),
         Valid("import torch\nclass R:\n    def __init__(self):\n"
               "        self.buf = torch.empty(8, pin_memory=True)\n"
               "        self.dev = torch.zeros(8, device='cuda')\n"
@@ -94,6 +99,9 @@ class BlockingCopyToHost(SyncRule):
     INVALID = [
         Invalid("import torch\nclass R:\n    def execute_model(self, x):\n"
                 "        y = x.to('cuda') + 1\n        return y.cpu()\n", line=5),
+        Invalid("import torch\nclass R:\n    def execute_model(self, x):\n"
+                "        y = x.to('cuda') + 1\n        return y.numpy(force=True)\n", line=5,
+                message_contains="`.numpy(force=True)`"),
         Invalid("import torch\nclass R:\n    def execute_model(self, x):\n"
                 "        y = x.cuda()\n        return y.to('cpu')\n", line=5,
                 message_contains="without `non_blocking=True`"),
@@ -125,9 +133,12 @@ class BlockingCopyToHost(SyncRule):
             return
         assert isinstance(node.func, cst.Attribute)
         held = node.func.value
+        if method == "numpy" and not self._forced(node):
+            return  # torch raises for a CUDA tensor: this one is on the host
         if method in ("cpu", "numpy"):
+            spelled = "numpy(force=True)" if method == "numpy" else "cpu()"
             if self.reportable(receiver):
-                self.report_sync(node, f"`.{method}()` on `{self.short(held)}`", receiver.kind,
+                self.report_sync(node, f"`.{spelled}` on `{self.short(held)}`", receiver.kind,
                                  receiver.evidence, chain)
         elif method == "to":
             target = self.device_argument(node, 0)
@@ -140,6 +151,13 @@ class BlockingCopyToHost(SyncRule):
                                  "`non_blocking=True`", receiver.kind, receiver.evidence, chain)
         else:
             self._copy_into_host(node, receiver, chain)
+
+    @staticmethod
+    def _forced(node: cst.Call) -> bool:
+        """``.numpy(force=True)``: copies a CUDA tensor to the host instead of raising."""
+        return any(arg.keyword is not None and arg.keyword.value == "force" and
+                   isinstance(arg.value, cst.Name) and arg.value.value == "True"
+                   for arg in node.args)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         """``host[i] = cuda``: the element assignment copies to the host and waits."""
