@@ -1808,3 +1808,38 @@ def test_other_platform_settings_and_graph_capture_are_not_per_step(tmp_path, ru
     })
     found = sorted((f["line"], f["code"]) for f in sync_findings(run_cli, root))
     assert found == [(15, "RB101"), (19, "RB101")], found
+
+
+@pytest.mark.parametrize("call,expected", [
+    ("rows(self.buf, no_copy=True)", []),
+    ("forward_rows(self.buf, no_copy=True)", []),  # passed on by a wrapper
+    ("rows(self.buf)", [("eng/rows.py", 5)]),
+    ("forward_rows(self.buf, no_copy=False)", [("eng/rows.py", 5)]),
+])
+def test_a_conditional_expression_on_a_flag_every_hot_caller_sets(tmp_path, run_cli, call,
+                                                                   expected):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/rows.py": """
+            import torch
+
+            def rows(t: torch.Tensor, no_copy: bool = False):
+                return t if no_copy else t.tolist()
+
+            def forward_rows(t: torch.Tensor, no_copy: bool = False):
+                return rows(t, no_copy=no_copy)
+        """,
+        "eng/runner.py": f"""
+            import torch
+            from eng.rows import rows, forward_rows
+
+            class ModelRunner:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def execute_model(self, batch):
+                    return {call}
+        """,
+    })
+    found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
+    assert found == expected

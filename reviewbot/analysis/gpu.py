@@ -2250,6 +2250,9 @@ class FunctionWalker:
             missing = _missing_argument(node.test, self.optional)
             if missing is not None:  # `lens_host if lens_host is not None else lens.tolist()`
                 quiet = (quiet[0] or missing, quiet[1] or not missing)
+            taken = self._flag_value(node.test) if self.flags else None
+            if taken is not None:  # `row if no_copy else row.tolist()`, every hot caller sets it
+                quiet = (quiet[0] or not taken, quiet[1] or taken)
             if not quiet[0]:
                 self.condition(node.test)
             self.allowed += quiet[0]

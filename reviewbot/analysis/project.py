@@ -41,7 +41,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, captures_graph, error_only,
                                     host_comment, memoised, optional_parameters)
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 28
+SUMMARY_VERSION = 29
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -662,7 +662,8 @@ def _none_test(name: str) -> re.Pattern[str]:
 
 @functools.lru_cache(maxsize=4096)
 def _flag_test(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![\w.])if\s+(?:not\s+)?{re.escape(name)}\s*:")
+    # `if not p:` and the conditional expression `a if p else b`.
+    return re.compile(rf"(?<![\w.])if\s+(?:not\s+)?{re.escape(name)}\s*(?::|else\b)")
 
 
 def _flag_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
