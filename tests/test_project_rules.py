@@ -216,7 +216,9 @@ def test_review_ignores_the_pull_requests_rule_modules(tmp_path, monkeypatch):
     from reviewbot.github.review import Settings, check_changes
 
     root = project(tmp_path, RULES + 'extend-select = ["ENG101"]\n'
-                   '[tool.reviewbot.rules.ENG101]\nsome-option = 1\n')
+                   '[tool.reviewbot.rules.ENG101]\nsome-option = 1\n',
+                   # A built-in rule's finding (`.numpy()` alone would raise on CUDA).
+                   {"runner.py": RUNNER.replace("return y.numpy()", "return y.cpu().numpy()")})
     imported: list[str] = []
     real = __import__("importlib").import_module
     monkeypatch.setattr("importlib.import_module",

@@ -104,6 +104,8 @@ class ImplicitSync(SyncRule):
         Valid(_HEAD + "        if t is None:\n            return 0\n"),
         Valid(_HEAD + "        return torch.repeat_interleave(t, t, output_size=8)\n"),
         Valid(_HEAD + "        picks = t.clone()\n        return t[picks]\n"),
+        # A Python scalar put where the mask is true is a masked_fill: no count is needed.
+        Valid(_HEAD + "        t[t > 0] = float(n)\n        return t\n"),
     ]
     INVALID = [
         Invalid(_HEAD + "        if t.sum() > 0:\n            return t\n", line=5,
@@ -114,6 +116,9 @@ class ImplicitSync(SyncRule):
                 message_contains="boolean-mask"),
         Invalid(_HEAD + "        return bool(n > 0 and t.any())\n", line=5,
                 message_contains="`bool()` of the CUDA tensor `t.any()`"),
+        # What an unknown function makes of CUDA tensors is a tensor: scattered by the mask.
+        Invalid(_HEAD + "        keep_mask = t > 0\n        t[keep_mask] = scale(t[keep_mask], n)\n"
+                "        return t\n", line=6, message_contains="boolean-mask assignment"),
         Invalid(_HEAD + "        return t.nonzero()\n", line=5),
         Invalid(_HEAD + "        return torch.unique(t)\n", line=5),
         Invalid(_HEAD + "        while t.any():\n            t = t - 1\n", line=5),
@@ -211,8 +216,11 @@ class ImplicitSync(SyncRule):
                 for part in elements:
                     self._assigned(part, None, part_fact)
             return
-        if not isinstance(target, cst.Subscript) or fact is None or fact.kind not in (CUDA, CPU):
+        if not isinstance(target, cst.Subscript):
             return
+        if (fact is None or fact.kind not in (CUDA, CPU)) and (
+                (fact is not None and fact.kind == VALUE) or not self._computed_from_cuda(value)):
+            return  # a Python scalar (`t.max().item()`) is a masked_fill
         chain = self.reporting_here()
         if chain is False or self.allowed(target.value):
             return
@@ -224,6 +232,24 @@ class ImplicitSync(SyncRule):
             self.report_sync(target, f"boolean-mask assignment `{self.short(target)} = ...` "
                              "with a tensor value (its size depends on the data)", base.kind,
                              base.evidence, chain)
+
+    def _computed_from_cuda(self, value: cst.BaseExpression | None) -> bool:
+        """A value of unknown device computed from a CUDA tensor (``processor(logits[m])``,
+        a call or operator over one): a tensor, not a Python scalar."""
+        if not isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation)):
+            return False
+        stack: list[cst.CSTNode] = [value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Lambda, cst.BaseComp)):
+                continue
+            if node is not value and isinstance(node, (cst.Name, cst.Attribute,
+                                                       cst.Subscript, cst.Call)):
+                fact = self.device(node)
+                if fact is not None and fact.kind == CUDA:
+                    return True
+            stack.extend(node.children)
+        return False
 
     # Calls -------------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
