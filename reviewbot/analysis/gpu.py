@@ -1002,7 +1002,10 @@ def _returns_early_unless_guarded(stmt: ast.stmt) -> bool:
     return guard_of(stmt.test)[1]
 
 
-_HOST_WORDS = frozenset({"cpu", "np", "numpy", "host", "pinned", "list", "lst"})
+# Words of a name that say where its memory is; `*_list` also says host, but such a name
+# may hold a list of CUDA tensors.
+_HOST_DEVICE_WORDS = frozenset({"cpu", "np", "numpy", "host", "pinned"})
+_HOST_WORDS = _HOST_DEVICE_WORDS | {"list", "lst"}
 _NAME_PARTS = re.compile(r"[._]+")
 
 
@@ -1052,10 +1055,6 @@ def shape_named(name: str) -> bool:
     ``tgt_sizes``, ``grid_thw``): metadata that multimodal processors make and engines keep
     on the host, not a tensor to take to be on the GPU by default."""
     return _NAME_PARTS.split(name.lower())[-1] in _SHAPE_WORDS
-
-
-# Words of a name that say where its memory is (`*_list` may be a list of CUDA tensors).
-_HOST_DEVICE_WORDS = frozenset({"cpu", "np", "numpy", "host", "pinned"})
 
 
 def _host_name_wins(name: str, label: Label) -> Label:
