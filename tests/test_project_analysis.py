@@ -1771,6 +1771,47 @@ def test_host_evidence_a_reader_sees_wins_over_the_default_device(tmp_path, run_
     assert messages == ["`.tolist()` on `lens`", "`.tolist()` on `moved`"], messages
 
 
+def test_values_used_under_the_cpu_device_and_calls_of_builtin_method_names(tmp_path,
+                                                                           run_cli):
+    # A tensor that is CUDA only by devices.default is a host value where the code works on
+    # it under `with torch.device("cpu")`; one made on the GPU is not. A call of a built-in
+    # type's method on an object of unknown type (`self.hash.to_bytes`) is not taken for
+    # the project's method of that name; a name no built-in has still is.
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/serde.py": """
+            import torch
+
+            class Serializer:
+                def to_bytes(self, t: torch.Tensor):
+                    return t.cpu().numpy().tobytes()
+
+                def pack_tensor(self, t: torch.Tensor):
+                    return t.cpu().numpy().tobytes()
+        """,
+        "eng/runner.py": """
+            import torch
+
+            class ModelRunner:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def execute_model(self, batch, weights: torch.Tensor, other: torch.Tensor):
+                    with torch.device("cpu"):
+                        uniq, counts = torch.unique_consecutive(weights, return_counts=True)
+                        a = counts.tolist()
+                        b = self.buf.tolist()
+                    c = other.tolist()
+                    key = self.hash.to_bytes(8, "big")
+                    packed = self.codec.pack_tensor(other)
+                    return a, b, c, key, packed
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    assert found == [("eng/runner.py", 12, "RB101"), ("eng/runner.py", 13, "RB101"),
+                     ("eng/serde.py", 9, "RB103")], found
+
+
 def test_other_platform_settings_and_graph_capture_are_not_per_step(tmp_path, run_cli):
     root = write_project(tmp_path, {
         "eng/__init__.py": "",

@@ -2183,7 +2183,13 @@ class FunctionWalker:
         if kind is ast.Name:
             if self.narrowed and node.id in self.narrowed:  # type: ignore[attr-defined]
                 return self.narrowed[node.id]  # type: ignore[attr-defined]
-            return self.env.get(node.id, UNKNOWN_L)  # type: ignore[attr-defined]
+            label = self.env.get(node.id, UNKNOWN_L)  # type: ignore[attr-defined]
+            if self.host_default and label.weak and label.kind == CUDA:
+                # Worked on under `with torch.device("cpu")`: a host value, by the
+                # author's choice of device, not a CUDA one by devices.default.
+                return Label(CPU, f"`{node.id}` is worked on inside `with "  # type: ignore
+                                  "torch.device(\"cpu\")` and is CUDA only by devices.default")
+            return label
         if kind is ast.Attribute:
             return self._attribute(node)  # type: ignore[arg-type]
         if kind is ast.Call:

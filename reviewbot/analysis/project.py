@@ -39,6 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from reviewbot.analysis.gpu import (_fallback_guard, captures_graph, error_only, guard_of,
                                     host_comment, memoised, optional_parameters)
+from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
 SUMMARY_VERSION = 29
@@ -67,6 +68,15 @@ _COMMON_METHODS = frozenset({
     "warning", "error", "exception", "lower", "upper", "replace", "startswith", "endswith",
     "setdefault", "discard", "popleft", "appendleft", "poll", "is_set",
 })
+
+
+# Methods of Python's built-in types and of torch.Tensor: a call of one of these names on
+# an object of unknown type (`self.hash.to_bytes(8)`, `x.index_select(0, i)`) is most
+# likely that method, not a project method that happens to share the name.
+_BUILTIN_METHODS = frozenset(
+    name for kind in (int, float, complex, str, bytes, bytearray, list, tuple, dict, set,
+                      frozenset, memoryview, range, slice)
+    for name in dir(kind) if not name.startswith("__")) | TENSOR_METHODS
 
 
 _CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s*\(|super\(\)\.(\w+)\s*\(")
@@ -1652,8 +1662,9 @@ class Linker:
     def _by_name(self, name: str) -> list[str]:
         """The project's methods of this name, when few, or all implementations of one
         interface (every one inherits the name from the same project class)."""
-        if name in _COMMON_METHODS or name.startswith("__") or "_" not in name.strip("_"):
-            return []  # a one-word name says too little about which method it is
+        if name in _COMMON_METHODS or name in _BUILTIN_METHODS or name.startswith("__") \
+                or "_" not in name.strip("_"):
+            return []  # a one-word name, or a built-in's, says too little about the method
         candidates = self.by_method.get(name, ())
         if 0 < len(candidates) <= MAX_NAME_CANDIDATES:
             return list(candidates)
