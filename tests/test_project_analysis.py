@@ -1812,6 +1812,109 @@ def test_values_used_under_the_cpu_device_and_calls_of_builtin_method_names(tmp_
                      ("eng/serde.py", 9, "RB103")], found
 
 
+def test_a_check_that_runs_only_for_float16_activations_is_not_per_step(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/encoder.py": """
+            import torch
+
+            class AudioEncoder(torch.nn.Module):
+                def forward(self, hidden: torch.Tensor):
+                    if hidden.dtype == torch.float16 and torch.isinf(hidden).any():
+                        hidden = hidden.clamp(-1000, 1000)
+                    if torch.half == hidden.dtype:
+                        n = hidden.abs().max().item()
+                    if hidden.dtype == torch.bfloat16 and torch.isnan(hidden).any():
+                        hidden = hidden.nan_to_num()
+                    return hidden
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    assert found == [("eng/encoder.py", 10, "RB104")], found
+
+
+def test_a_worker_of_a_class_chosen_at_run_time_and_guards_that_or_and_negate(tmp_path,
+                                                                             run_cli):
+    # The serving loop's worker is built from a class picked at run time: every project
+    # implementation of the method it calls is on the hot path, though there are more than a
+    # few of them and they share no base class.
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/workers.py": """
+            import torch
+
+            class Worker0:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def generate_tokens(self, batch):
+                    return self.buf.tolist()
+
+            class Worker1:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def generate_tokens(self, batch):
+                    return self.buf.tolist()
+
+            class Worker2:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def generate_tokens(self, batch):
+                    return self.buf.tolist()
+
+            class Worker3:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def generate_tokens(self, batch):
+                    return self.buf.tolist()
+        """,
+        "eng/scheduler.py": """
+            import torch
+            from eng.platforms import is_npu, is_cuda, is_hip
+
+            def pick_worker(name):
+                return None
+
+            class Scheduler:
+                def __init__(self, algo):
+                    WorkerClass = pick_worker(algo)
+                    self.draft_worker = WorkerClass()
+                    self.model_worker = self.draft_worker
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def event_loop(self):
+                    while True:
+                        self.run_batch(self.next_batch())
+
+                def run_batch(self, batch):
+                    self.renorm(batch)
+                    return self.model_worker.generate_tokens(batch)
+
+                def renorm(self, batch):
+                    if not (is_cuda() or is_hip()):
+                        a = self.buf.tolist()
+                    if not is_npu() or batch is None:
+                        return None
+                    return self.buf.tolist()
+        """,
+        "eng/platforms.py": """
+            def is_npu():
+                return False
+
+            def is_cuda():
+                return True
+
+            def is_hip():
+                return False
+        """,
+    })
+    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    assert found == [("eng/workers.py", 9 + 7 * i, "RB101") for i in range(4)], found
+
+
 def test_other_platform_settings_and_graph_capture_are_not_per_step(tmp_path, run_cli):
     root = write_project(tmp_path, {
         "eng/__init__.py": "",

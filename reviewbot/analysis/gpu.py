@@ -664,11 +664,25 @@ def _platform_string(test: ast.expr) -> str | None:
     return "eq" if isinstance(test.ops[0], (ast.Eq, ast.In)) else "ne"
 
 
+_HALF_DTYPES = frozenset({"torch.float16", "torch.half"})
+
+
+def _half_precision_test(test: ast.expr) -> bool:
+    """``x.dtype == torch.float16``: the float16 case of code that serves in bfloat16 (the
+    overflow check of an encoder ported from fp16 checkpoints), not its usual path."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = (test.left, test.comparators[0])
+    return any(isinstance(a, ast.Attribute) and a.attr == "dtype" and
+               _dotted_text(b) in _HALF_DTYPES for a, b in (sides, sides[::-1]))
+
+
 def _guard_atom(test: ast.expr) -> bool:
     """A test that holds only off the per-step CUDA path: a debug or environment flag, a
-    CUDA-graph capture, another platform, a host tensor."""
+    CUDA-graph capture, another platform, a host tensor, float16 activations."""
     if _platform_check(test) == "other" or _host_only_test(test) or \
-            _platform_string(test) == "eq":
+            _platform_string(test) == "eq" or _half_precision_test(test):
         return True
     words = {w.lower() for name in _test_names(test) for w in _WORD_SPLIT.split(name) if w}
     if isinstance(test, ast.Call):
@@ -682,6 +696,10 @@ def _guard_atom(test: ast.expr) -> bool:
 def guard_of(test: ast.expr) -> tuple[bool, bool]:
     """Whether an ``if`` block, and its ``else``, run only off the per-step CUDA path."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        if isinstance(test.operand, ast.BoolOp):  # `not (a or b)` is `not a and not b`
+            op: ast.boolop = ast.And() if isinstance(test.operand.op, ast.Or) else ast.Or()
+            return guard_of(ast.BoolOp(op=op, values=[
+                ast.UnaryOp(op=ast.Not(), operand=v) for v in test.operand.values]))
         body, orelse = guard_of(test.operand)
         checked = _platform_check(test.operand) is not None or \
             _device_check(test.operand) is not None
@@ -693,8 +711,14 @@ def guard_of(test: ast.expr) -> tuple[bool, bool]:
     if _platform_string(test) == "ne":
         return False, True
     if isinstance(test, ast.BoolOp):
-        atoms = [_guard_atom(v) for v in test.values]
-        return (any(atoms) if isinstance(test.op, ast.And) else all(atoms)), False
+        atoms = [guard_of(v)[0] if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not)
+                 else _guard_atom(v) for v in test.values]
+        # The `else` runs when an `or` is false, so when each of its tests is: behind any
+        # one of them that holds only off the CUDA path (`if not is_npu() or ...: return`).
+        elses = [guard_of(v)[1] for v in test.values]
+        if isinstance(test.op, ast.And):
+            return any(atoms), all(elses)
+        return all(atoms), any(elses)
     return _guard_atom(test), False
 
 

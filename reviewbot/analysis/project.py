@@ -42,7 +42,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, captures_graph, error_only,
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 29
+SUMMARY_VERSION = 30
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -632,6 +632,14 @@ class _Summariser:
                     aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
                     if value.attr not in aliases:
                         aliases.append(value.attr)
+                elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+                        value.func.id.lstrip("_")[:1].isupper() and \
+                        self.qualify(value.func.id) is None:
+                    # `self.worker = WorkerClass(...)`, a class chosen at run time: a call
+                    # on it may reach any of the project's implementations of the method.
+                    dynamic = cls.setdefault("dynamic", [])
+                    if target.attr not in dynamic:
+                        dynamic.append(target.attr)
                 elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
                         and isinstance(value.func.value, ast.Name) and \
                         value.func.value.id == "self":
@@ -1293,7 +1301,8 @@ def _valid_summary(value: Any) -> bool:
         return False
     for info in classes.values():
         if not (isinstance(info, dict) and isinstance(info.get("bases"), list)
-                and isinstance(info.get("attrs"), dict)):
+                and isinstance(info.get("attrs"), dict)
+                and all(isinstance(n, str) for n in info.get("dynamic", ()))):
             return False
     for info in functions.values():
         if not (isinstance(info, dict) and isinstance(info.get("calls"), list)
@@ -1623,6 +1632,8 @@ class Linker:
             typ = self.attr_type(cls, attr) if cls else None
             if typ:
                 return self.methods_of(typ, name)
+            if cls and self._run_time_class(cls, attr):
+                return self._implementations(name)
             return self._by_name(name)
         if kind == "M":
             name, _, receiver = rest.partition(":")
@@ -1658,6 +1669,25 @@ class Linker:
         chosen = [c for c in candidates if words & {
             w.lower() for w in _CAMEL_WORD.findall((self.owner(c) or "").rpartition(".")[2])}]
         return chosen if chosen or strict else candidates
+
+    def _run_time_class(self, cls: str, attr: str) -> bool:
+        """Whether ``self.attr`` holds (directly or through another attribute it is set
+        to, ``self.model_worker = self.draft_worker``) an object of a class chosen at run
+        time (``self.draft_worker = WorkerClass(...)``)."""
+        infos = [info[2] for klass in self.mro(cls) if (info := self.classes.get(klass))]
+        names = {attr}
+        for info in infos:
+            names.update(info.get("aliases", {}).get(attr, ()))
+        return any(names.intersection(info.get("dynamic", ())) for info in infos)
+
+    def _implementations(self, name: str) -> list[str]:
+        """Every project method of this name, when there are not too many: what a call on
+        an object of a class chosen at run time may reach."""
+        if name in _COMMON_METHODS or name in _BUILTIN_METHODS or name.startswith("__") \
+                or "_" not in name.strip("_"):
+            return []
+        candidates = self.by_method.get(name, ())
+        return list(candidates) if len(candidates) <= MAX_INTERFACE_IMPLEMENTATIONS else []
 
     def _by_name(self, name: str) -> list[str]:
         """The project's methods of this name, when few, or all implementations of one
