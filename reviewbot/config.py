@@ -539,16 +539,22 @@ class Configs:
         if root.source is not None:
             self._by_file[Path(root.source).resolve()] = 0
         self._by_folder: dict[str, int] = {}
+        self._by_path: dict[str, int] = {}
 
     def index(self, path: Path) -> int:
         """The index in ``all`` of the configuration of ``path`` (a file or a folder;
         raises ConfigError for a mistake in a configuration file it finds)."""
         if self.explicit:
             return 0
+        key = os.fspath(path)
+        known = self._by_path.get(key)
+        if known is not None:  # each checked file is asked for more than once
+            return known
         absolute = os.path.abspath(path)
         folder = absolute if os.path.isdir(absolute) else os.path.dirname(absolute)
         known = self._by_folder.get(folder)
         if known is not None:
+            self._by_path[key] = known
             return known
         try:
             resolved = Path(folder).resolve()
@@ -559,6 +565,7 @@ class Configs:
         else:
             found = self._nearest(resolved)
         self._by_folder[folder] = found
+        self._by_path[key] = found
         return found
 
     def for_path(self, path: Path) -> Config:

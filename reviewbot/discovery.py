@@ -109,6 +109,18 @@ class PatternSet:
         self.patterns = [p for p in pathspec.GitIgnoreSpec.from_lines(lines).patterns
                          if p.include is not None]
         self._any = _any_of(self.patterns)
+        self._any_but: dict[frozenset[int], "re.Pattern[str] | None"] = {}
+
+    def _prefilter(self, skip: frozenset[int]) -> "re.Pattern[str] | None":
+        """The joined expression of the patterns not in ``skip`` (a folder named on the
+        command line that a pattern matches: that pattern must not make every path under
+        it try each pattern in turn)."""
+        if not skip or self._any is None:
+            return self._any
+        if skip not in self._any_but:
+            rest = [p for i, p in enumerate(self.patterns) if i not in skip]
+            self._any_but[skip] = _any_of(rest) if rest else _NEVER
+        return self._any_but[skip]
 
     def matching(self, rel: str) -> frozenset[int]:
         """Indices of the patterns that match ``rel``."""
@@ -118,13 +130,17 @@ class PatternSet:
 
     def verdict(self, rel: str, skip: frozenset[int] = frozenset()) -> bool | None:
         """True excluded, False re-included (``!pattern``), None no pattern matched."""
-        if self._any is not None and self._any.search(rel) is None:
+        prefilter = self._prefilter(skip)
+        if prefilter is not None and prefilter.search(rel) is None:
             return None  # most paths: one scan instead of one per pattern
         result = None
         for i, pattern in enumerate(self.patterns):
             if i not in skip and pattern.match_file(rel) is not None:
                 result = bool(pattern.include)
         return result
+
+
+_NEVER = re.compile(r"(?!)")
 
 
 def _any_of(patterns: Sequence[Any]) -> "re.Pattern[str] | None":
@@ -201,12 +217,12 @@ class GitIgnores:
         if root is None:
             return []
         chain = []
-        folder = parent
-        while folder != root and root in folder.parents:
+        folder, top = parent, str(root).rstrip(os.sep) + os.sep
+        while folder != root and str(folder).startswith(top):
             chain.append(folder)
             folder = folder.parent
         levels = []
-        for level in [root, *reversed(chain)]:
+        for level in [root, *reversed(chain)]:  # the nearest ignore file last
             patterns = self.patterns(level, level == root)
             if patterns is not None:
                 levels.append((level, patterns))
@@ -227,7 +243,7 @@ class GitIgnores:
         """Whether git ignores ``path`` (absolute), deeper ignore files taking precedence."""
         verdict: bool | None = None
         for level, patterns in self._levels(path):
-            rel = path.relative_to(level).as_posix() + ("/" if is_dir else "")
+            rel = relative_to_root(path, level) + ("/" if is_dir else "")
             result = patterns.verdict(rel, (skips or {}).get(level, frozenset()))
             if result is not None:
                 verdict = result

@@ -120,8 +120,9 @@ _PIECES = ("a", "b", "build", ".git", "x.py", "gen_1.py", "keep", "*", "**", "*.
                           st.lists(st.sampled_from(_PIECES), min_size=1, max_size=3),
                           st.booleans()), min_size=1, max_size=6),
        st.lists(st.tuples(st.lists(st.sampled_from(_PIECES[:7]), min_size=1, max_size=4),
-                          st.booleans()), min_size=1, max_size=20))
-def test_the_joined_patterns_give_each_patterns_verdict(patterns, paths):
+                          st.booleans()), min_size=1, max_size=20),
+       st.frozensets(st.integers(0, 5)))
+def test_the_joined_patterns_give_each_patterns_verdict(patterns, paths, skip):
     from reviewbot.discovery import PatternSet
 
     lines = [("!" if negate else "") + ("/" if anchored else "") + "/".join(parts)
@@ -134,5 +135,11 @@ def test_the_joined_patterns_give_each_patterns_verdict(patterns, paths):
             if pattern.match_file(rel) is not None:
                 slow = bool(pattern.include)
         assert spec.verdict(rel) == slow
+        # Patterns that matched a folder named on the command line are left out.
+        slow = None
+        for i, pattern in enumerate(spec.patterns):
+            if i not in skip and pattern.match_file(rel) is not None:
+                slow = bool(pattern.include)
+        assert spec.verdict(rel, skip) == slow
         assert spec.matching(rel) == frozenset(
             i for i, p in enumerate(spec.patterns) if p.match_file(rel) is not None)
