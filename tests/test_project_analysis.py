@@ -1915,6 +1915,33 @@ def test_a_worker_of_a_class_chosen_at_run_time_and_guards_that_or_and_negate(tm
     assert found == [("eng/workers.py", 9 + 7 * i, "RB101") for i in range(4)], found
 
 
+def test_a_field_named_as_a_shape_gets_no_default_device(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/batch.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Batch:
+                raw_latent_shape: torch.Tensor
+                latent_lens: torch.Tensor
+        """,
+        "eng/runner.py": """
+            import torch
+            from eng.batch import Batch
+
+            class ModelRunner:
+                def execute_model(self, batch: Batch):
+                    frames = int(batch.raw_latent_shape[1])
+                    longest = int(batch.latent_lens[0])
+                    return frames, longest
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    assert found == [("eng/runner.py", 8, "RB104")], found
+
+
 def test_other_platform_settings_and_graph_capture_are_not_per_step(tmp_path, run_cli):
     root = write_project(tmp_path, {
         "eng/__init__.py": "",

@@ -1071,12 +1071,12 @@ def host_named(name: str) -> bool:
     return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
 
 
-_SHAPE_WORDS = frozenset({"sizes", "shapes", "thw"})
+_SHAPE_WORDS = frozenset({"shape", "sizes", "shapes", "thw"})
 
 
 def shape_named(name: str) -> bool:
     """Whether a name says it holds the sizes of a batch's items (``image_sizes``,
-    ``tgt_sizes``, ``grid_thw``): metadata that multimodal processors make and engines keep
+    ``tgt_sizes``, ``grid_thw``) or a shape (``raw_latent_shape``): metadata that multimodal processors make and engines keep
     on the host, not a tensor to take to be on the GPU by default."""
     return _NAME_PARTS.split(name.lower())[-1] in _SHAPE_WORDS
 
@@ -2377,7 +2377,7 @@ class FunctionWalker:
             return Label(CPU, f"`{attr}` is named as a host value")
         if attr in self.m.moved_to_host:
             return UNKNOWN_L
-        if self.m.default_cuda:
+        if self.m.default_cuda and not shape_named(attr):
             return Label(CUDA, f"`{owner}.{attr}` is declared torch.Tensor and nothing puts it "
                                "on the CPU (devices.default: cuda)", mask_named(attr), weak=True)
         return UNKNOWN_L
@@ -2402,7 +2402,7 @@ class FunctionWalker:
         # By name alone only for a name of several words: one word (`state`, `buffer`,
         # `weight`) names unrelated fields of many classes.
         if self.m.default_cuda and attr in self.m.tensor_fields and not own and \
-                "_" in attr.strip("_"):
+                "_" in attr.strip("_") and not shape_named(attr):
             return Label(CUDA, f"`{attr}` is declared torch.Tensor in the project and nothing "
                                "puts it on the CPU (devices.default: cuda)", mask_named(attr),
                          weak=True)
