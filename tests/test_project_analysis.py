@@ -1942,6 +1942,33 @@ def test_a_field_named_as_a_shape_gets_no_default_device(tmp_path, run_cli):
     assert found == [("eng/runner.py", 8, "RB104")], found
 
 
+def test_getattr_gives_the_attribute_not_a_python_value(tmp_path, run_cli):
+    # `getattr(self, name)` may be a tensor field: it is not a Python container that a CUDA
+    # index would be read into, as a list is.
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/runner.py": """
+            import torch
+
+            class ModelRunner:
+                def __init__(self):
+                    self.temperatures = torch.ones(8, device="cuda")
+                    self.top_ps = torch.ones(8, device="cuda")
+
+                def execute_model(self, keep: torch.Tensor):
+                    keep = keep.to("cuda")
+                    for name in ("temperatures", "top_ps"):
+                        value = getattr(self, name, None)
+                        if value is not None:
+                            setattr(self, name, value[keep])
+                    names = ["temperatures", "top_ps"]
+                    return names[keep[0]]
+        """,
+    })
+    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    assert found == [("eng/runner.py", 16, "RB104")], found
+
+
 def test_other_platform_settings_and_graph_capture_are_not_per_step(tmp_path, run_cli):
     root = write_project(tmp_path, {
         "eng/__init__.py": "",

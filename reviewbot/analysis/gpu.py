@@ -313,7 +313,7 @@ _NN_NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter",
 _VALUE_BUILTINS = frozenset({
     "list", "tuple", "dict", "set", "str", "sum", "min", "max", "range", "enumerate", "zip",
     "sorted", "abs", "round", "bool", "int", "float", "len", "isinstance", "hasattr",
-    "getattr", "id", "repr", "print", "format"})
+    "id", "repr", "print", "format"})
 _RETURNS_VALUE = re.compile(r"return(?<=\breturn)[ \t(\[{]*[^\s#;)]")
 
 
@@ -2496,6 +2496,8 @@ class FunctionWalker:
                     return Label(MODULE, f"{last}() (an nn.Module)")
             if "()" not in qual or qual.endswith(").synchronize"):
                 return self._torch_call(node, qual, args, kwargs)
+        if qual == "getattr":
+            return UNKNOWN_L  # an attribute, of any kind: a tensor field included
         if qual in _VALUE_BUILTINS or qual.startswith(("numpy.", "math.")):
             if qual in ("list", "tuple", "sorted") and node.args:
                 self._check_pending_read(node.args[0], read=True)
