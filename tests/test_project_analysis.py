@@ -30,6 +30,11 @@ def sync_findings(run_cli, root: Path, *paths: str, extra: tuple[str, ...] = ())
     return json.loads(result.out)
 
 
+def sync_sites(run_cli, root: Path) -> list[tuple[str, int, str]]:
+    """(path, line, code) of each RB1xx finding in the project, sorted."""
+    return sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+
+
 RUNNER = """
     import torch
     from engine.ops import apply_penalties
@@ -1763,7 +1768,7 @@ def test_host_evidence_a_reader_sees_wins_over_the_default_device(tmp_path, run_
                     return n, m, moved.tolist(), lens.tolist()
         """,
     }, config='devices = {default = "cuda"}\n')
-    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    found = sync_sites(run_cli, root)
     assert found == [("eng/runner.py", 10, "RB102"), ("eng/runner.py", 15, "RB103"),
                      ("eng/vision.py", 10, "RB101"), ("eng/vision.py", 10, "RB101")], found
     messages = sorted(f["message"].partition(" in hot path")[0]
@@ -1807,7 +1812,7 @@ def test_values_used_under_the_cpu_device_and_calls_of_builtin_method_names(tmp_
                     return a, b, c, key, packed
         """,
     }, config='devices = {default = "cuda"}\n')
-    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    found = sync_sites(run_cli, root)
     assert found == [("eng/runner.py", 12, "RB101"), ("eng/runner.py", 13, "RB101"),
                      ("eng/serde.py", 9, "RB103")], found
 
@@ -1829,7 +1834,7 @@ def test_a_check_that_runs_only_for_float16_activations_is_not_per_step(tmp_path
                     return hidden
         """,
     }, config='devices = {default = "cuda"}\n')
-    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    found = sync_sites(run_cli, root)
     assert found == [("eng/encoder.py", 10, "RB104")], found
 
 
@@ -1840,37 +1845,11 @@ def test_a_worker_of_a_class_chosen_at_run_time_and_guards_that_or_and_negate(tm
     # few of them and they share no base class.
     root = write_project(tmp_path, {
         "eng/__init__.py": "",
-        "eng/workers.py": """
-            import torch
-
-            class Worker0:
-                def __init__(self):
-                    self.buf = torch.zeros(8, device="cuda")
-
-                def generate_tokens(self, batch):
-                    return self.buf.tolist()
-
-            class Worker1:
-                def __init__(self):
-                    self.buf = torch.zeros(8, device="cuda")
-
-                def generate_tokens(self, batch):
-                    return self.buf.tolist()
-
-            class Worker2:
-                def __init__(self):
-                    self.buf = torch.zeros(8, device="cuda")
-
-                def generate_tokens(self, batch):
-                    return self.buf.tolist()
-
-            class Worker3:
-                def __init__(self):
-                    self.buf = torch.zeros(8, device="cuda")
-
-                def generate_tokens(self, batch):
-                    return self.buf.tolist()
-        """,
+        "eng/workers.py": "\nimport torch\n" + "".join(
+            f"\nclass Worker{i}:\n    def __init__(self):\n"
+            f"        self.buf = torch.zeros(8, device='cuda')\n\n"
+            f"    def generate_tokens(self, batch):\n        return self.buf.tolist()\n"
+            for i in range(4)),
         "eng/scheduler.py": """
             import torch
             from eng.platforms import is_npu, is_cuda, is_hip
@@ -1911,7 +1890,7 @@ def test_a_worker_of_a_class_chosen_at_run_time_and_guards_that_or_and_negate(tm
                 return False
         """,
     })
-    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    found = sync_sites(run_cli, root)
     assert found == [("eng/workers.py", 9 + 7 * i, "RB101") for i in range(4)], found
 
 
@@ -1938,7 +1917,7 @@ def test_a_field_named_as_a_shape_gets_no_default_device(tmp_path, run_cli):
                     return frames, longest
         """,
     }, config='devices = {default = "cuda"}\n')
-    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    found = sync_sites(run_cli, root)
     assert found == [("eng/runner.py", 8, "RB104")], found
 
 
@@ -1965,7 +1944,7 @@ def test_getattr_gives_the_attribute_not_a_python_value(tmp_path, run_cli):
                     return names[keep[0]]
         """,
     })
-    found = sorted((f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root))
+    found = sync_sites(run_cli, root)
     assert found == [("eng/runner.py", 16, "RB104")], found
 
 
