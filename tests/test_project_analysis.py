@@ -1817,6 +1817,29 @@ def test_values_used_under_the_cpu_device_and_calls_of_builtin_method_names(tmp_
                      ("eng/serde.py", 9, "RB103")], found
 
 
+def test_a_negated_debug_flag_in_a_condition_is_no_debug_guard(tmp_path, run_cli):
+    # `if x and not self.debug:` runs when debugging is off, on the usual path; `if x and
+    # self.debug:` runs only when debugging.
+    root = write_project(tmp_path, {
+        "eng/__init__.py": "",
+        "eng/runner.py": """
+            import torch
+
+            class ModelRunner:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def execute_model(self, batch):
+                    if batch and not self.debug:
+                        a = self.buf.tolist()
+                    if batch and self.debug:
+                        b = self.buf.tolist()
+                    return batch
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("eng/runner.py", 10, "RB101")]
+
+
 def test_a_check_that_runs_only_for_float16_activations_is_not_per_step(tmp_path, run_cli):
     root = write_project(tmp_path, {
         "eng/__init__.py": "",

@@ -1076,8 +1076,9 @@ _SHAPE_WORDS = frozenset({"shape", "sizes", "shapes", "thw"})
 
 def shape_named(name: str) -> bool:
     """Whether a name says it holds the sizes of a batch's items (``image_sizes``,
-    ``tgt_sizes``, ``grid_thw``) or a shape (``raw_latent_shape``): metadata that multimodal processors make and engines keep
-    on the host, not a tensor to take to be on the GPU by default."""
+    ``tgt_sizes``, ``grid_thw``) or a shape (``raw_latent_shape``): metadata that
+    multimodal processors make and engines keep on the host, not a tensor to take to be on
+    the GPU by default."""
     return _NAME_PARTS.split(name.lower())[-1] in _SHAPE_WORDS
 
 

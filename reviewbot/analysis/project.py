@@ -79,6 +79,13 @@ _BUILTIN_METHODS = frozenset(
     for name in dir(kind) if not name.startswith("__")) | TENSOR_METHODS
 
 
+def _specific_method_name(name: str) -> bool:
+    """Whether a method's name says which method it is when the receiver's class is not
+    known: not a one-word name, a dunder, a common one or a built-in type's."""
+    return not (name in _COMMON_METHODS or name in _BUILTIN_METHODS or
+                name.startswith("__") or "_" not in name.strip("_"))
+
+
 _CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s*\(|super\(\)\.(\w+)\s*\(")
 _ATTRIBUTE = re.compile(r"\.([A-Za-z_]\w*)")
 _KEYWORDS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "not", "in", "is",
@@ -1302,7 +1309,8 @@ def _valid_summary(value: Any) -> bool:
     for info in classes.values():
         if not (isinstance(info, dict) and isinstance(info.get("bases"), list)
                 and isinstance(info.get("attrs"), dict)
-                and all(isinstance(n, str) for n in info.get("dynamic", ()))):
+                and isinstance(info.get("dynamic", []), list)
+                and all(isinstance(n, str) for n in info.get("dynamic", []))):
             return False
     for info in functions.values():
         if not (isinstance(info, dict) and isinstance(info.get("calls"), list)
@@ -1683,8 +1691,7 @@ class Linker:
     def _implementations(self, name: str) -> list[str]:
         """Every project method of this name, when there are not too many: what a call on
         an object of a class chosen at run time may reach."""
-        if name in _COMMON_METHODS or name in _BUILTIN_METHODS or name.startswith("__") \
-                or "_" not in name.strip("_"):
+        if not _specific_method_name(name):
             return []
         candidates = self.by_method.get(name, ())
         return list(candidates) if len(candidates) <= MAX_INTERFACE_IMPLEMENTATIONS else []
@@ -1692,9 +1699,8 @@ class Linker:
     def _by_name(self, name: str) -> list[str]:
         """The project's methods of this name, when few, or all implementations of one
         interface (every one inherits the name from the same project class)."""
-        if name in _COMMON_METHODS or name in _BUILTIN_METHODS or name.startswith("__") \
-                or "_" not in name.strip("_"):
-            return []  # a one-word name, or a built-in's, says too little about the method
+        if not _specific_method_name(name):
+            return []
         candidates = self.by_method.get(name, ())
         if 0 < len(candidates) <= MAX_NAME_CANDIDATES:
             return list(candidates)
