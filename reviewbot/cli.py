@@ -1250,7 +1250,7 @@ def run_rules(args: argparse.Namespace, out: TextIO) -> int:
 
 _KIND_WORDS = {
     "internal": "reported by the engine itself",
-    "analysis": "filters what the ast buffer analysis (or a runtime trace) records",
+    "analysis": "filters what a runtime trace records",
     "ast": "reads CPython's ast of the file",
     "cst": "a LibCST visitor reading the analysis's facts as metadata",
 }

@@ -24,6 +24,10 @@ and asks ``self.get_metadata(DeviceProvider, node)``, as for any LibCST provider
 * :class:`UnwaitedCopyProvider`: an expression that reads a host buffer while a
   ``non_blocking`` copy into it is still unwaited -> :class:`UnwaitedCopy` (the buffer, the
   copy's line).
+* :class:`BufferProvider` (the size bounds): an allocation a class's method assigns to
+  ``self.x`` whose leading dimension spells a size bound of the rule packs ->
+  :class:`~reviewbot.analysis.buffers.Buffer` (that bound, the nodes that spell it, and
+  every use of the buffer in the class with the bounds the use shows).
 
 The facts come from CPython's ``ast``, which the analysis already parsed, and are kept by
 the ``ast`` node's span. A LibCST expression inside a function is matched to its ``ast``
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
 
     from reviewbot.context import FileContext
 
-__all__ = ["AnalyzedFunctionProvider", "DeviceFact", "DeviceProvider", "HotPathProvider",
+__all__ = ["AnalyzedFunctionProvider", "BufferProvider", "DeviceFact", "DeviceProvider", "HotPathProvider",
            "ImportedNameProvider", "SpanProvider", "SyncAllowedProvider", "UnwaitedCopy",
            "UnwaitedCopyProvider"]
 
@@ -345,6 +349,7 @@ class FileFacts:
         # Outermost function -> its nodes' ast twins (None: the trees do not line up).
         self._twins: dict[int, tuple[dict[int, ast.AST], set[int]] | None] = {}
         self._aliases: dict[str, str] | None = None
+        self._buffers: dict[tuple[Any, ...], Any] | None = None
         # How the spans were computed (the README's figures come from these).
         self.placed_functions = 0
         self.whole_module = False
@@ -507,6 +512,21 @@ class FileFacts:
         if labels is None:
             return None
         return labels.get(self.ast_span(node))
+
+    def buffer(self, node: cst.CSTNode) -> Any:
+        """The bound-sized buffer an allocation call makes, or None (the file's buffers are
+        found once, on CPython's ``ast``, when a rule first asks)."""
+        buffers = self._buffers
+        if buffers is None:
+            from reviewbot.analysis.buffers import BufferAnalyzer
+
+            ctx = self.ctx
+            found = BufferAnalyzer(ctx.ast_tree, ctx.packs, ctx.text).buffers() \
+                if ctx.packs is not None and ctx.packs.size_bounds else []
+            buffers = self._buffers = {
+                (b.call.lineno, b.call.col_offset, b.call.end_lineno, b.call.end_col_offset): b
+                for b in found}
+        return buffers.get(self.ast_span(node)) if buffers else None
 
     def unwaited(self, node: cst.CSTNode) -> UnwaitedCopy | None:
         """The unwaited copy a host read of ``node`` comes too early for, or None. Only the
@@ -696,3 +716,17 @@ class UnwaitedCopyProvider(AnalysisProvider):
         if not isinstance(node, cst.BaseExpression):
             return None
         return facts.unwaited(node)
+
+
+class BufferProvider(AnalysisProvider):
+    """An allocation call -> the :class:`~reviewbot.analysis.buffers.Buffer` it makes, when
+    a class's method assigns it to ``self.x`` and its leading dimension spells a size bound
+    (with every use of the buffer in the class and the bounds each shows)."""
+
+    project_facts = False
+
+    def fact(self, facts: FileFacts, node: Any) -> Any:
+        """The buffer (None: not a bound-sized buffer of a class)."""
+        if not isinstance(node, cst.Call):
+            return None
+        return facts.buffer(node)

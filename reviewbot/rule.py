@@ -99,7 +99,7 @@ class Rule:
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
     # Which parser the rule reads, as `reviewbot rules` shows it: "cst" (a LibCST visitor),
-    # "ast" (CPython's ast), "analysis" (what the ast buffer analysis records), or
+    # "ast" (CPython's ast), "analysis" (what a `reviewbot trace` run records), or
     # "internal" (reported by the engine itself).
     kind: ClassVar[str] = "ast"
 

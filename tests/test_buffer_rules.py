@@ -198,6 +198,19 @@ def test_rb202_reports_allocations_made_every_step(tmp_path, body, reported):
         assert "hot path execute_model" in findings[0].message
 
 
+def test_rb202_matches_events_and_streams_through_the_imports(tmp_path):
+    source = HOT.format(body="        a = Event(enable_timing=False)\n"
+                             "        b = cuda.Stream()\n        c = Event()\n") \
+        .replace("import torch\n", "import torch\nfrom torch.cuda import Event\n"
+                                   "from torch import cuda\n")
+    findings = check_source(tmp_path, source, PinnedAllocInHotPath)
+    assert [(f.line, f.message.split("`")[1]) for f in findings] == [
+        (8, "torch.cuda.Event()"), (9, "torch.cuda.Stream()"), (10, "torch.cuda.Event()")]
+    # A project class of the same name is no CUDA event.
+    mine = source.replace("from torch.cuda import Event\n", "from mylib import Event\n")
+    assert [f.line for f in check_source(tmp_path, mine, PinnedAllocInHotPath)] == [9]
+
+
 def test_rb202_follows_hot_calls_and_ignores_cold_code(tmp_path):
     source = HOT.format(body="        return self._read(x)") + (
         "    def _read(self, x):\n        return torch.empty(3, pin_memory=True)\n"
@@ -234,6 +247,16 @@ def test_rb203_is_off_by_default(run_cli, tmp_path):
      "else:\n    B = torch.empty(4)\n", 0),
     ("import torch\ndef f(n):\n    a = torch.empty(n, pin_memory=True)\n"
      "    assert torch.cuda.is_available()\n    return a\n", 1),
+    # A check in the scope's own body covers what follows it, not what comes before it.
+    ("import torch\ndef f(n):\n    assert torch.cuda.is_available()\n"
+     "    return torch.empty(n, pin_memory=True)\n", 0),
+    ("import torch\ndef f(n):\n    if not torch.cuda.is_available():\n"
+     "        raise RuntimeError('CUDA only')\n    return torch.empty(n, pin_memory=True)\n", 0),
+    # ... but not a nested function's, which runs at another time.
+    ("import torch\ndef f(n):\n    assert torch.cuda.is_available()\n"
+     "    def g():\n        return torch.empty(n, pin_memory=True)\n    return g\n", 1),
+    ("import torch\nclass Pool:\n    if torch.cuda.is_available():\n"
+     "        SHARED = torch.zeros(8, pin_memory=True)\n", 0),
 ])
 def test_rb203_respects_guards(tmp_path, source, count):
     assert len(check_source(tmp_path, source, UnguardedPinMemory)) == count

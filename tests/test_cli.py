@@ -39,8 +39,9 @@ def test_rules_lists_every_rule(run_cli):
     assert "fix: sometimes  `.item()`" in lines[4]
     # Which parser each rule reads: the engine's own, LibCST, the ast analysis's sites, ast.
     kinds = {line.split()[0]: line.split("kind: ")[1].split()[0] for line in lines}
-    assert kinds["RB001"] == "internal" and kinds["RB201"] == "analysis"
+    assert kinds["RB001"] == "internal" and kinds["RB108"] == "analysis"
     assert {kinds[f"RB10{n}"] for n in range(1, 8)} == {"cst"}
+    assert {kinds[f"RB20{n}"] for n in range(1, 4)} == {"cst"}
     assert kinds["RB301"] == "ast"
 
 

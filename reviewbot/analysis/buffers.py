@@ -1,4 +1,4 @@
-"""Buffers held by a class and the size bounds of their allocations and uses (RB201).
+"""Buffers held by a class and the size bounds of their allocations and uses.
 
 A buffer is an attribute assigned a shaped allocation (``self.buf = torch.empty((n, 1))``,
 ``np.zeros(n)``). Its *allocation bound* is the size bound (a rule pack's ``size-bounds``
@@ -69,14 +69,6 @@ class Buffer:
     pinned: bool
     uses: list[Use] = field(default_factory=list)
     reassigned: bool = False
-
-
-@dataclass
-class Mismatch:
-    """A buffer sized by one bound while every use is bounded by another."""
-
-    buffer: Buffer
-    use_bound: str
 
 
 class BoundNames:
@@ -414,19 +406,6 @@ class BufferAnalyzer:
             for buffer in found.values():
                 buffer.uses.sort(key=lambda use: use.line)
             result.extend(found.values())
-        return result
-
-    def mismatches(self) -> list[Mismatch]:
-        """Buffers whose every use is bounded by one other bound than their allocation's."""
-        result = []
-        for buffer in self.buffers():
-            if buffer.reassigned or not buffer.uses:
-                continue
-            if not all(use.known and len(use.bounds) == 1 for use in buffer.uses):
-                continue
-            bounds = {bound for use in buffer.uses for bound in use.bounds}
-            if len(bounds) == 1 and buffer.bound not in bounds:
-                result.append(Mismatch(buffer, bounds.pop()))
         return result
 
 

@@ -5,10 +5,16 @@ from __future__ import annotations
 import ast
 from typing import Any, Mapping
 
-from reviewbot.analysis.buffers import BufferAnalyzer, Mismatch, size_words
-from reviewbot.context import FileContext
-from reviewbot.finding import Edit, Finding, Fix
-from reviewbot.rule import AstRule, Invalid, Valid
+from reviewbot.lazy import libcst as cst
+
+from reviewbot.analysis.buffers import Buffer, size_words
+from reviewbot.finding import Edit, Fix
+from reviewbot.providers import BufferProvider
+from reviewbot.rule import CstRule, Invalid, Valid
+from reviewbot.rules._alloc import code_of
+
+# The allocators whose leading dimension sizes a buffer (torch's and numpy's).
+_ALLOCATORS = ("empty", "zeros", "ones", "full", "rand")
 
 
 def _bytes(count: int) -> str:
@@ -19,7 +25,7 @@ def _bytes(count: int) -> str:
     return f"{count:,} bytes"
 
 
-class BufferBoundMismatch(AstRule):
+class BufferBoundMismatch(CstRule):
     """A buffer sized by one size bound while every use of it is bounded by another.
 
     ## What it does
@@ -70,7 +76,6 @@ class BufferBoundMismatch(AstRule):
     """
 
     code = "RB201"
-    kind = "analysis"
     name = "buffer-bound-mismatch"
     summary = "A buffer sized by one size bound while every use is bounded by another"
     severity = "error"
@@ -122,26 +127,31 @@ class BufferBoundMismatch(AstRule):
         words = size_words(packs)
         return bool(words) and any(word in text for word in words)
 
-    def check_file(self, ctx: FileContext) -> None:
-        """Report each mismatched buffer at its allocation."""
-        if ctx.packs is None or not ctx.packs.size_bounds:
+    METADATA_DEPENDENCIES = (BufferProvider,)
+    CANDIDATES = _ALLOCATORS
+    LOCAL_CANDIDATES = True  # reported at the allocation, in the method that makes it
+    FUNCTION_LOCAL = True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """``self.buf = torch.empty((bound, ...))``: compare the bound with the uses'."""
+        if len(node.targets) != 1 or not isinstance(node.value, cst.Call):
             return
-        analyzer = BufferAnalyzer(ctx.ast_tree, ctx.packs, ctx.text)
-        for mismatch in analyzer.mismatches():
-            ctx.findings.append(self._finding(ctx, mismatch))
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                and target.value.value == "self"):
+            return
+        buffer = self.get_metadata(BufferProvider, node.value)
+        if buffer is None or buffer.attr != target.attr.value:
+            return
+        use_bound = _uses_bound(buffer)
+        if use_bound is not None:
+            self.report(node.value, self.message(buffer, use_bound),
+                        self.fix(buffer, use_bound))
 
-    def _finding(self, ctx: FileContext, mismatch: Mismatch) -> Finding:
-        buffer = mismatch.buffer
-        call = buffer.call
-        message = self.message(ctx, mismatch)
-        fix = self.fix(ctx, mismatch)
-        return Finding(self.code, self.name, message, ctx.path, *ctx.span(call),
-                       self.severity, fix)
-
-    def message(self, ctx: FileContext, mismatch: Mismatch) -> str:
+    def message(self, buffer: Buffer, use_bound: str) -> str:
         """What is wrong, where the uses show it, what it costs and when it breaks."""
-        buffer, use_bound = mismatch.buffer, mismatch.use_bound
-        bounds = ctx.packs.size_bounds
+        assert self.ctx is not None
+        bounds = self.ctx.packs.size_bounds
         alloc, use = bounds[buffer.bound], bounds[use_bound]
         kind = "pinned buffer" if buffer.pinned else "buffer"
         sites = "; ".join(use.describe() for use in buffer.uses[:3])
@@ -161,10 +171,11 @@ class BufferBoundMismatch(AstRule):
                  f"and the copy fails at run time")
         return text
 
-    def fix(self, ctx: FileContext, mismatch: Mismatch) -> Fix | None:
+    def fix(self, buffer: Buffer, use_bound: str) -> Fix | None:
         """Replace the allocation's bound with the uses' bound, spelled as the class has it."""
-        buffer = mismatch.buffer
-        spellings = (mismatch.use_bound, *ctx.packs.size_bounds[mismatch.use_bound].aliases)
+        ctx = self.ctx
+        assert ctx is not None
+        spellings = (use_bound, *ctx.packs.size_bounds[use_bound].aliases)
         edits = []
         for node in buffer.bound_nodes:
             if isinstance(node, ast.Attribute):
@@ -178,11 +189,26 @@ class BufferBoundMismatch(AstRule):
             spelling = next((s for s in spellings if s in have), None)
             if spelling is None:
                 return None
-            new = f"self.{spelling}" if isinstance(node, ast.Attribute) else spelling
-            edits.append(Edit(*ctx.span(node), new))
+            new: cst.BaseExpression = cst.Name(spelling)
+            if isinstance(node, ast.Attribute):
+                new = cst.Attribute(value=cst.Name("self"), attr=cst.Name(spelling))
+            edits.append(Edit(*ctx.span(node), code_of(new)))
         if not edits:
             return None
         return Fix("unsafe", f"Size `self.{buffer.attr}` by {edits[0].content}", tuple(edits))
+
+
+def _uses_bound(buffer: Buffer) -> str | None:
+    """The one bound every use of the buffer shows, when it is not the allocation's (None
+    when a use escapes, shows no bound or two, or the buffer is allocated twice)."""
+    if buffer.reassigned or not buffer.uses:
+        return None
+    if not all(use.known and len(use.bounds) == 1 for use in buffer.uses):
+        return None
+    bounds = {bound for use in buffer.uses for bound in use.bounds}
+    if len(bounds) == 1 and buffer.bound not in bounds:
+        return bounds.pop()
+    return None
 
 
 def _class_writes(tree: ast.Module, name: str) -> set[str]:

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from reviewbot.lazy import libcst as cst
 
-from reviewbot.analysis.allocations import allocations
-from reviewbot.analysis.gpu import Names
-from reviewbot.context import FileContext
-from reviewbot.finding import Finding
-from reviewbot.rule import AstRule, Invalid, Valid
+from reviewbot.providers import HotPathProvider, ImportedNameProvider
+from reviewbot.rule import CstRule, Invalid, Valid
+from reviewbot.rules._alloc import allocation, calls_under, is_grow_guard
 
 _WORDS = ("pin_memory", "Event(", "Stream(")
 
 
-class PinnedAllocInHotPath(AstRule):
+class PinnedAllocInHotPath(CstRule):
     """Pinned host memory, a CUDA event or a CUDA stream created in a hot path.
 
     ## What it does
@@ -52,7 +50,6 @@ class PinnedAllocInHotPath(AstRule):
     """
 
     code = "RB202"
-    kind = "analysis"
     name = "pinned-alloc-in-hot-path"
     summary = "Pinned host memory, a CUDA event or a CUDA stream created in a hot path"
     severity = "warning"
@@ -83,33 +80,53 @@ class PinnedAllocInHotPath(AstRule):
                 "        return x.cpu().pin_memory()\n", line=4),
     ]
 
-    project_facts = True
+    METADATA_DEPENDENCIES = (HotPathProvider, ImportedNameProvider)
+    CANDIDATES = _WORDS
+    HOT_ONLY = True
+    LOCAL_CANDIDATES = True
+    FUNCTION_LOCAL = True
 
-    @classmethod
-    def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
-        """The file must spell an allocation this rule knows."""
-        return any(word in text for word in _WORDS)
+    def __init__(self, settings: Any, ctx: Any = None) -> None:
+        super().__init__(settings, ctx)
+        self._chains: list[tuple[str, ...] | None] = []  # per enclosing function
+        self._lambdas = 0
+        self._grown: set[int] = set()  # calls under a grow-or-create-once guard
 
-    def check_file(self, ctx: FileContext) -> None:
-        """Report allocations in the file's hot functions."""
-        analysis = ctx.gpu
-        if not analysis.hot:
-            return
-        names = Names(ctx.ast_tree)
-        for qualname, chain in analysis.hot.items():
-            func = analysis.functions[qualname]
-            for found, grow, _ in allocations(func.node, names):
-                if grow or not found.direct:
-                    continue  # grown only when needed; or a helper's own call allocates
-                node = found.node
-                if found.what.endswith("Event()") or found.what.endswith("Stream()"):
-                    harm = ("a driver object made every step; create it once in "
-                            "__init__ and reuse it")
-                else:
-                    harm = ("pinned host memory allocated every step costs 15-25x a "
-                            "pageable allocation when PyTorch's pinned cache misses; "
-                            "allocate the buffer once in __init__ and reuse it")
-                ctx.findings.append(Finding(
-                    self.code, self.name,
-                    f"`{found.what}` in hot path {' -> '.join(chain)}: {harm}",
-                    ctx.path, *ctx.span(node), self.severity))
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        # A nested function has no chain of its own: it runs when something calls it.
+        chain = self.get_metadata(HotPathProvider, node) if not self._chains else None
+        self._chains.append(chain)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._chains.pop()
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._lambdas += 1
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self._lambdas -= 1
+
+    def visit_If(self, node: cst.If) -> None:
+        self._note_guard(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self._note_guard(node)
+
+    def _note_guard(self, node: cst.If | cst.While) -> None:
+        if self._chains and self._chains[-1] and is_grow_guard(node.test):
+            self._grown.update(id(call) for call in calls_under(node.body))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        chain = self._chains[-1] if self._chains else None
+        if not chain or self._lambdas or id(node) in self._grown:
+            return  # not per step, or grown only when needed
+        found = allocation(node, self.get_metadata(ImportedNameProvider, node.func))
+        if found is None or not found.direct:
+            return  # nothing allocated here, or a helper's own call allocates
+        if found.what.endswith(("Event()", "Stream()")):
+            harm = "a driver object made every step; create it once in __init__ and reuse it"
+        else:
+            harm = ("pinned host memory allocated every step costs 15-25x a pageable "
+                    "allocation when PyTorch's pinned cache misses; allocate the buffer "
+                    "once in __init__ and reuse it")
+        self.report(node, f"`{found.what}` in hot path {' -> '.join(chain)}: {harm}")
