@@ -2043,3 +2043,44 @@ def test_a_conditional_expression_on_a_flag_every_hot_caller_sets(tmp_path, run_
     })
     found = [(f["path"], f["line"]) for f in sync_findings(run_cli, root)]
     assert found == expected
+
+
+def test_a_property_that_hands_out_an_attribute_gives_its_class(tmp_path, run_cli):
+    # `self.worker` is a base class's property returning `self._worker`, which the subclass
+    # builds: the call reaches that class's method in another module, not the other
+    # classes' methods of the same name (four of them: too many to link by name alone).
+    others = "".join(f"""
+            class Other{n}:
+                def draft(self, x: torch.Tensor):
+                    return x.max().item()
+        """ for n in range(4))
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/drafts.py": """
+            import torch
+
+            class DraftWorker:
+                def draft(self, x: torch.Tensor):
+                    return x.sum().item()
+        """ + others,
+        "s/base.py": """
+            class SpecWorkerBase:
+                @property
+                def worker(self):
+                    \"\"\"The draft worker.\"\"\"
+                    return self._worker
+        """,
+        "s/runner.py": """
+            import vllm
+            from s.base import SpecWorkerBase
+            from s.drafts import DraftWorker
+
+            class ModelRunner(SpecWorkerBase):
+                def __init__(self):
+                    self._worker = DraftWorker()
+
+                def execute_model(self, x):
+                    return self.worker.draft(x)
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("s/drafts.py", 6)]

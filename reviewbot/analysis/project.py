@@ -42,7 +42,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, captures_graph, error_only,
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 31
+SUMMARY_VERSION = 32
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -451,6 +451,9 @@ class _Summariser:
                 self._index(node.body, info, prefix + node.name + ".")
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.functions[prefix + node.name] = self._function_from_text(node, cls)
+                backing = _property_backing(node) if cls is not None else None
+                if backing is not None:  # `@property def worker(self): return self._worker`
+                    cls.setdefault("properties", {})[node.name] = backing
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
                 for attr in ("body", "orelse", "finalbody"):
                     self._index(getattr(node, attr, []) or [], cls, prefix)
@@ -1293,6 +1296,23 @@ def project_key(index: "ProjectIndex", packs: PackData) -> str:
     return digest.hexdigest()
 
 
+def _property_backing(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The attribute a property only hands out: ``_worker`` for ``@property def worker(self):
+    return self._worker`` (a docstring before the return is allowed), else None."""
+    if not any(_dotted(d) in ("property", "functools.cached_property", "cached_property")
+               for d in node.decorator_list):
+        return None
+    body = node.body[1:] if node.body and isinstance(node.body[0], ast.Expr) and \
+        isinstance(node.body[0].value, ast.Constant) else node.body
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    value = body[0].value
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and \
+            value.value.id == "self" and value.attr != node.name:
+        return value.attr
+    return None
+
+
 def _valid_summary(value: Any) -> bool:
     """A cached summary has the shape this version writes (anything else is recomputed)."""
     if value is None:
@@ -1310,7 +1330,10 @@ def _valid_summary(value: Any) -> bool:
         if not (isinstance(info, dict) and isinstance(info.get("bases"), list)
                 and isinstance(info.get("attrs"), dict)
                 and isinstance(info.get("dynamic", []), list)
-                and all(isinstance(n, str) for n in info.get("dynamic", []))):
+                and all(isinstance(n, str) for n in info.get("dynamic", []))
+                and isinstance(info.get("properties", {}), dict)
+                and all(isinstance(k, str) and isinstance(v, str)
+                        for k, v in info.get("properties", {}).items())):
             return False
     for info in functions.values():
         if not (isinstance(info, dict) and isinstance(info.get("calls"), list)
@@ -1533,13 +1556,29 @@ class Linker:
         return out
 
     def attr_type(self, cls: str, attr: str) -> str | None:
-        """The class of ``self.attr`` in ``cls`` (or a base)."""
+        """The class of ``self.attr`` in ``cls`` (or a base), also through a property that
+        hands out another attribute (``self.worker`` -> ``self._worker``)."""
+        for _ in range(4):  # properties handing out each other end somewhere
+            for klass in self.mro(cls):
+                info = self.classes.get(klass)
+                if info is not None:
+                    typ = info[2]["attrs"].get(attr)
+                    if typ:
+                        return self.resolve_class(typ) or None
+            backing = self.property_backing(cls, attr)
+            if backing is None:
+                return None
+            attr = backing
+        return None
+
+    def property_backing(self, cls: str, attr: str) -> str | None:
+        """The attribute a property of ``cls`` (or a base) named ``attr`` returns, when it
+        only returns one (the object a subclass stores there is what a call reaches)."""
         for klass in self.mro(cls):
             info = self.classes.get(klass)
-            if info is not None:
-                typ = info[2]["attrs"].get(attr)
-                if typ:
-                    return self.resolve_class(typ) or None
+            backing = info[2].get("properties", {}).get(attr) if info is not None else None
+            if backing:
+                return backing
         return None
 
     def class_fields(self, cls: str) -> dict[str, str]:
@@ -1684,6 +1723,9 @@ class Linker:
         time (``self.draft_worker = WorkerClass(...)``)."""
         infos = [info[2] for klass in self.mro(cls) if (info := self.classes.get(klass))]
         names = {attr}
+        backing = self.property_backing(cls, attr)
+        if backing:
+            names.add(backing)
         for info in infos:
             names.update(info.get("aliases", {}).get(attr, ()))
         return any(names.intersection(info.get("dynamic", ())) for info in infos)
