@@ -2084,3 +2084,41 @@ def test_a_property_that_hands_out_an_attribute_gives_its_class(tmp_path, run_cl
         """,
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("s/drafts.py", 6)]
+
+
+def test_what_a_cache_fill_calls_runs_once_not_per_step(tmp_path, run_cli):
+    # `if self._bitmask is None: ...; self._bitmask = self.backend.allocate(...)` fills a
+    # cache on the first step only: the helper it calls (in another module) is not hot, so
+    # its pinned allocation is not per step. The same helper called every step is.
+    root = write_project(tmp_path, {
+        "g/__init__.py": "",
+        "g/backend.py": """
+            import torch
+
+            class Backend:
+                def allocate(self, n):
+                    return torch.full((n, 4), -1, dtype=torch.int32, pin_memory=True)
+
+                def fresh(self, n):
+                    return torch.full((n, 4), -1, dtype=torch.int32, pin_memory=True)
+        """,
+        "g/manager.py": """
+            import vllm
+            from g.backend import Backend
+
+            class Scheduler:
+                def __init__(self):
+                    self.backend = Backend()
+                    self._bitmask = None
+
+                def schedule(self, ids):
+                    if self._bitmask is None:
+                        assert self.backend is not None
+                        size = len(ids) * 4
+                        self._bitmask = self.backend.allocate(size)
+                    return self._bitmask, self.backend.fresh(len(ids))
+        """,
+    })
+    result = run_cli(["check", ".", "--no-cache", "--select", "RB202", "--output-format",
+                      "json"], cwd=root)
+    assert [(f["path"], f["line"]) for f in json.loads(result.out)] == [("g/backend.py", 9)]

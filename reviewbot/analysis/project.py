@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from reviewbot.analysis.gpu import (_fallback_guard, captures_graph, error_only, guard_of,
-                                    host_comment, memoised, optional_parameters)
+from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph, error_only,
+                                    guard_of, host_comment, memoised, optional_parameters)
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 32
+SUMMARY_VERSION = 33
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -521,7 +521,9 @@ class _Summariser:
                 quiet_body, quiet_else = guard_of(stmt.test)
                 fallback = _fallback_guard(stmt, optional)
                 quiet_body, quiet_else = quiet_body or fallback[0], quiet_else or fallback[1]
-                quiet_body = quiet_body or error_only(stmt.body)
+                # A block that fills a cache once (`if self._mask is None: self._mask =
+                # make_mask()`) runs on the first step only: what it calls is not hot.
+                quiet_body = quiet_body or error_only(stmt.body) or _once_guard(stmt)
                 quiet_else = quiet_else or error_only(stmt.orelse)
                 if quiet_body:
                     mark(stmt.body, 2)

@@ -92,9 +92,13 @@ def is_grow_guard(test: cst.BaseExpression) -> bool:
                 text = code_of(node)
                 if any(word in text for word in (".shape", ".numel(", "len(", ".size(")):
                     return True
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not) and \
-                isinstance(node.expression, (cst.Name, cst.Attribute)):
-            return True  # if not self._buf:
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            operand = node.expression
+            if isinstance(operand, (cst.Name, cst.Attribute)):
+                return True  # if not self._buf:
+            if isinstance(operand, cst.Call) and isinstance(operand.func, cst.Attribute) and \
+                    operand.func.attr.value == "is_pinned":
+                return True  # if not buf.is_pinned(): buf = buf.pin_memory(), once
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
                 node.func.value == "hasattr":
             return True

@@ -18,7 +18,8 @@ class PinnedAllocInHotPath(CstRule):
     Finds `pin_memory=True` (or a `pin_memory=` flag that may be true), `.pin_memory()`,
     `torch.cuda.Event()` and `torch.cuda.Stream()` in a function that runs every step
     (the hot paths of RB101-RB106). An allocation under a guard that makes it happen once
-    or only to grow (`if self.buf is None:`, `if self.buf.shape[0] < n:`) is not reported.
+    or only to grow (`if self.buf is None:`, `if self.buf.shape[0] < n:`, `if not
+    buf.is_pinned():`) is not reported.
 
     ## Why is this bad?
     Pinned memory comes from `cudaHostAlloc`, which PyTorch caches; when the cache misses,
@@ -63,6 +64,10 @@ class PinnedAllocInHotPath(CstRule):
               "            self.buf = torch.empty(x.shape, pin_memory=True)\n"),
         Valid("import torch\nclass R:\n    def execute_model(self, x):\n"
               "        return torch.empty(x.shape, pin_memory=False)\n"),
+        # Pinned once: the next step finds the buffer pinned.
+        Valid("import torch\nclass R:\n    def execute_model(self, x):\n"
+              "        buf = self.cache[x.shape[0]]\n        if not buf.is_pinned():\n"
+              "            self.cache[x.shape[0]] = buf.pin_memory()\n"),
         # Passing the flag on: the helper's own torch call is the allocation (reported
         # there when the helper is hot), not this line.
         Valid("import torch\nclass R:\n    def execute_model(self, x):\n"
