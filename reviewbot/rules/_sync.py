@@ -61,18 +61,17 @@ _NN_NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter",
                              "UninitializedBuffer", "ParameterList", "ParameterDict"})
 
 
-_LAST_FILE: list[Any] = [None, None, (False, False)]  # text, packs, their answer
+_LAST_FILE: list[Any] = [None, None, False]  # text, packs, their answer
 _LAST_WORD: list[str] = [""]  # the entry-point word that the last hot file spelled
 
 
-def _file_words(text: str, packs: Any) -> tuple[bool, bool]:
-    """Whether the text names torch or CUDA, and an entry point's word (or there are no
-    words to look for). Every RB1xx rule asks this of the same text: answered once."""
+def _file_words(text: str, packs: Any) -> bool:
+    """Whether the text spells an entry point's word (or there are no words to look for).
+    Every RB1xx rule asks this of the same text: answered once."""
     if _LAST_FILE[0] is text and _LAST_FILE[1] is packs:
         return _LAST_FILE[2]
-    torch_text = "torch" in text or "cuda" in text
     hot_text = False
-    if torch_text and packs is not None:
+    if packs is not None:
         words = trigger_words(packs)
         # The word found last is tried first: a project's files share their vocabulary.
         last = _LAST_WORD[0]
@@ -84,8 +83,8 @@ def _file_words(text: str, packs: Any) -> tuple[bool, bool]:
                     _LAST_WORD[0] = word
                     hot_text = True
                     break
-    _LAST_FILE[:] = [text, packs, (torch_text, hot_text)]
-    return torch_text, hot_text
+    _LAST_FILE[:] = [text, packs, hot_text]
+    return hot_text
 
 
 class SyncRule(CstRule):
@@ -99,8 +98,9 @@ class SyncRule(CstRule):
     severity = "error"
     # The harm a finding does, said once per rule, after the finding itself.
     consequence: ClassVar[str] = ""
-    # Every finding needs torch (or CUDA) in the file.
-    triggers = ("torch", "cuda")
+    # No word of the file's own is required: a module that never names torch still reads
+    # the CUDA tensors other modules hand it (a scheduler's mixin, a scorer of proposals).
+    triggers = None
     HOT_ONLY = True
     # Whether a sync inside a `with` block of a sync-allowed context (`gpu_sync_allowed()`)
     # goes unreported. The readback rules report it, with a note: the block says the sync
@@ -115,10 +115,9 @@ class SyncRule(CstRule):
 
     @classmethod
     def applies_to(cls, text: str, settings: Mapping[str, Any], packs: Any = None) -> bool:
-        """As :meth:`CstRule.applies_to` (torch, a candidate, and for ``HOT_ONLY`` rules an
-        entry point's word), with the words every sync rule asks of a text found once."""
-        torch_text, hot_text = _file_words(text, packs)
-        if not torch_text or (cls.HOT_ONLY and packs is not None and not hot_text):
+        """As :meth:`CstRule.applies_to` (a candidate, and for ``HOT_ONLY`` rules an entry
+        point's word), with the words every sync rule asks of a text found once."""
+        if cls.HOT_ONLY and packs is not None and not _file_words(text, packs):
             return False
         return cls.CANDIDATES is None or any(word in text for word in cls.CANDIDATES)
 
