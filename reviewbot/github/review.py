@@ -489,7 +489,7 @@ def _codes_in(body: str) -> list[str]:
     """The rule of a line comment: its marker is the body's last line (a marker quoted in
     the code of a suggestion or a message does not count)."""
     last = body.rstrip("\n").rsplit("\n", 1)[-1]
-    found = re.fullmatch(r"<!-- reviewbot:(RB\d{3}) -->", last)
+    found = re.fullmatch(r"<!-- reviewbot:([A-Z]+[0-9]+) -->", last)
     return [found.group(1)] if found else []
 
 
