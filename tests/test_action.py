@@ -190,6 +190,20 @@ def test_the_inputs_become_review_arguments(tmp_path):
     assert (args.level, args.tool_name, args.paths) == ("info", "engine review",
                                                         ["python/src", "python/lib/engine"])
     assert args.select == [["RB1", "RB3"]] and args.option == [("RB301", "threshold", 70)]
+    assert not args.base_rule_modules
+
+
+def test_base_rule_modules_are_an_opt_in_of_the_base_configuration(tmp_path):
+    assert action()["inputs"]["base_rule_modules"]["default"] == "false"
+    argv = _argv(tmp_path, config_from="base", base_rule_modules="true")
+    assert argv[argv.index("--config-from"):argv.index("--config-from") + 3] == \
+        ["--config-from", "base", "--base-rule-modules"]
+    assert "--base-rule-modules" not in _argv(tmp_path, config_from="base")
+    assert "--base-rule-modules" not in _argv(tmp_path, config_from="base",
+                                              base_rule_modules="false")
+    from reviewbot.cli import build_parser
+
+    assert build_parser().parse_args(argv).base_rule_modules
 
 
 def test_reviewdog_names_and_the_old_ones_both_work(tmp_path):
@@ -211,6 +225,9 @@ def test_reviewdog_names_and_the_old_ones_both_work(tmp_path):
     ({"reporter": "local"}, "input reporter: expected one of"),
     ({"level": "debug"}, "input level: expected one of info, warning, error"),
     ({"fail_on_error": "maybe"}, "input fail_on_error: expected true or false"),
+    ({"base_rule_modules": "maybe", "config_from": "base"},
+     "input base_rule_modules: expected true or false"),
+    ({"base_rule_modules": "true"}, "input base_rule_modules: needs config_from base"),
     ({"workdir": "../other"}, "input workdir: expected a path inside the repository"),
     ({"workdir": "/etc"}, "input workdir: expected a path inside the repository"),
     ({"paths": "src ../../etc"}, "input paths: expected a path inside the repository"),
@@ -241,7 +258,7 @@ def test_the_cli_accepts_what_the_action_passes(run_cli):
     assert result.code == 0
     for flag in ("--filter-mode", "--fail-level", "--reporter", "--max-comments",
                  "--docstring-threshold", "--config", "--config-from", "--baseline",
-                 "--level", "--tool-name"):
+                 "--level", "--tool-name", "--base-rule-modules"):
         assert flag in result.out
 
 
