@@ -149,7 +149,7 @@ def _argv(tmp_path, **inputs) -> list[str]:
 
 def test_the_review_step_runs_the_python_entry_point_only(tmp_path):
     (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == "Review"]
-    assert step["run"].strip() == "python -m reviewbot.github.action"
+    assert step["run"].strip() == "python -I -m reviewbot.github.action"
     # Every input reaches it through the environment.
     names = {re.fullmatch(r"\$\{\{ inputs\.(\w+) \}\}", v).group(1)
              for v in step["env"].values()}
@@ -161,8 +161,29 @@ def test_the_review_step_runs_the_python_entry_point_only(tmp_path):
            "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True,
                             text=True, check=True, cwd=tmp_path)
-    assert result.stdout.splitlines() == ["-m", "reviewbot.github.action"]
+    assert result.stdout.splitlines() == ["-I", "-m", "reviewbot.github.action"]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_the_checkout_cannot_stand_in_for_reviewbot(tmp_path):
+    # The step runs in the pull request's checkout: a `reviewbot` package committed there
+    # would be imported instead of the installed one if the working directory were on
+    # sys.path (as `python -m` puts it).
+    import sys
+
+    (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == "Review"]
+    package = tmp_path / "reviewbot" / "github"
+    package.mkdir(parents=True)
+    for rel in ("reviewbot/__init__.py", "reviewbot/github/__init__.py"):
+        (tmp_path / rel).write_text("")
+    (package / "action.py").write_text("open('pwned', 'w').close()\n")
+    env = {**os.environ, **_step_env(tmp_path)}
+    command = step["run"].strip().replace("python", sys.executable, 1) + " --dry-run"
+    subprocess.run(["bash", "-c", command], env=env, capture_output=True, cwd=tmp_path)
+    assert not (tmp_path / "pwned").exists()
+    subprocess.run([sys.executable, "-m", "reviewbot.github.action", "--dry-run"], env=env,
+                   capture_output=True, cwd=tmp_path)
+    assert (tmp_path / "pwned").exists()  # what -I prevents
 
 
 def test_the_inputs_become_review_arguments(tmp_path):

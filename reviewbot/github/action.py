@@ -1,7 +1,7 @@
 """The GitHub Action's inputs, turned into ``reviewbot review`` arguments.
 
 action.yml passes every input through the environment (``INPUT_*``) and runs
-``python -m reviewbot.github.action``; nothing an input holds reaches a shell. The
+``python -I -m reviewbot.github.action``; nothing an input holds reaches a shell. The
 inputs follow reviewdog's conventions (``level``, ``workdir``, ``tool_name``,
 ``fail_level``, ``fail_on_error``, the ``github-pr-check`` reporter), and the earlier
 names and values keep working. ``reviewbot_flags`` is split as a shell would split it
