@@ -180,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "pull request's head checkout, or from its base commit through "
                              "the API, so that the pull request cannot change its own review "
                              "(default: head)")
+    review.add_argument("--base-rule-modules", action="store_true",
+                        help="with --config-from base, import the rule-modules its "
+                             "configuration names, read from the base commit (never from the "
+                             "checkout); off by default: they are named, not imported. "
+                             "REVIEWBOT_NO_PROJECT_CODE=1 turns it off")
     review.add_argument("--trace", metavar="FILE",
                         help="a trace written by `reviewbot trace` (as `check --trace`)")
     review.add_argument("--baseline", metavar="FILE",
@@ -1093,7 +1098,7 @@ def run_review_command(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     settings = Settings(args.filter_mode, args.fail_level, reporter, args.max_comments,
                         args.docstring_threshold, tuple(args.paths), args.config,
                         args.config_from, args.baseline, args.level, args.tool_name,
-                        overrides, args.trace)
+                        overrides, args.trace, args.base_rule_modules)
     return run_review(settings, out, err)
 
 

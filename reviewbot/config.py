@@ -75,6 +75,9 @@ class Overrides:
     # Whether `rule-modules` may be imported (off: --isolated, REVIEWBOT_NO_PROJECT_CODE,
     # and `review`'s configuration from the pull request's checkout).
     project_code: bool = True
+    # Where `rule-modules` are imported from when not the configuration's own folder:
+    # `review --base-rule-modules` imports the base commit's copies from a folder of its own.
+    rule_modules_root: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -453,7 +456,7 @@ def _project_rules(names: tuple[str, ...], source: str, key: str, root: Path,
     if not names or not overrides.project_code:
         registry.set_project_rules((), unloaded=bool(names))
         return names, ""
-    rules, digest = load_rule_modules(names, root, source, key)
+    rules, digest = load_rule_modules(names, overrides.rule_modules_root or root, source, key)
     registry.set_project_rules(rules)
     return names, digest
 

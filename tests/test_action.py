@@ -149,7 +149,7 @@ def _argv(tmp_path, **inputs) -> list[str]:
 
 def test_the_review_step_runs_the_python_entry_point_only(tmp_path):
     (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == "Review"]
-    assert step["run"].strip() == "python -m reviewbot.github.action"
+    assert step["run"].strip() == "python -I -m reviewbot.github.action"
     # Every input reaches it through the environment.
     names = {re.fullmatch(r"\$\{\{ inputs\.(\w+) \}\}", v).group(1)
              for v in step["env"].values()}
@@ -161,8 +161,29 @@ def test_the_review_step_runs_the_python_entry_point_only(tmp_path):
            "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
     result = subprocess.run(["bash", "-c", step["run"]], env=env, capture_output=True,
                             text=True, check=True, cwd=tmp_path)
-    assert result.stdout.splitlines() == ["-m", "reviewbot.github.action"]
+    assert result.stdout.splitlines() == ["-I", "-m", "reviewbot.github.action"]
     assert not (tmp_path / "pwned").exists()
+
+
+def test_the_checkout_cannot_stand_in_for_reviewbot(tmp_path):
+    # The step runs in the pull request's checkout: a `reviewbot` package committed there
+    # would be imported instead of the installed one if the working directory were on
+    # sys.path (as `python -m` puts it).
+    import sys
+
+    (step,) = [s for s in action()["runs"]["steps"] if s.get("name") == "Review"]
+    package = tmp_path / "reviewbot" / "github"
+    package.mkdir(parents=True)
+    for rel in ("reviewbot/__init__.py", "reviewbot/github/__init__.py"):
+        (tmp_path / rel).write_text("")
+    (package / "action.py").write_text("open('pwned', 'w').close()\n")
+    env = {**os.environ, **_step_env(tmp_path)}
+    command = step["run"].strip().replace("python", sys.executable, 1) + " --dry-run"
+    subprocess.run(["bash", "-c", command], env=env, capture_output=True, cwd=tmp_path)
+    assert not (tmp_path / "pwned").exists()
+    subprocess.run([sys.executable, "-m", "reviewbot.github.action", "--dry-run"], env=env,
+                   capture_output=True, cwd=tmp_path)
+    assert (tmp_path / "pwned").exists()  # what -I prevents
 
 
 def test_the_inputs_become_review_arguments(tmp_path):
@@ -190,6 +211,20 @@ def test_the_inputs_become_review_arguments(tmp_path):
     assert (args.level, args.tool_name, args.paths) == ("info", "engine review",
                                                         ["python/src", "python/lib/engine"])
     assert args.select == [["RB1", "RB3"]] and args.option == [("RB301", "threshold", 70)]
+    assert not args.base_rule_modules
+
+
+def test_base_rule_modules_are_an_opt_in_of_the_base_configuration(tmp_path):
+    assert action()["inputs"]["base_rule_modules"]["default"] == "false"
+    argv = _argv(tmp_path, config_from="base", base_rule_modules="true")
+    assert argv[argv.index("--config-from"):argv.index("--config-from") + 3] == \
+        ["--config-from", "base", "--base-rule-modules"]
+    assert "--base-rule-modules" not in _argv(tmp_path, config_from="base")
+    assert "--base-rule-modules" not in _argv(tmp_path, config_from="base",
+                                              base_rule_modules="false")
+    from reviewbot.cli import build_parser
+
+    assert build_parser().parse_args(argv).base_rule_modules
 
 
 def test_reviewdog_names_and_the_old_ones_both_work(tmp_path):
@@ -211,6 +246,9 @@ def test_reviewdog_names_and_the_old_ones_both_work(tmp_path):
     ({"reporter": "local"}, "input reporter: expected one of"),
     ({"level": "debug"}, "input level: expected one of info, warning, error"),
     ({"fail_on_error": "maybe"}, "input fail_on_error: expected true or false"),
+    ({"base_rule_modules": "maybe", "config_from": "base"},
+     "input base_rule_modules: expected true or false"),
+    ({"base_rule_modules": "true"}, "input base_rule_modules: needs config_from base"),
     ({"workdir": "../other"}, "input workdir: expected a path inside the repository"),
     ({"workdir": "/etc"}, "input workdir: expected a path inside the repository"),
     ({"paths": "src ../../etc"}, "input paths: expected a path inside the repository"),
@@ -241,7 +279,7 @@ def test_the_cli_accepts_what_the_action_passes(run_cli):
     assert result.code == 0
     for flag in ("--filter-mode", "--fail-level", "--reporter", "--max-comments",
                  "--docstring-threshold", "--config", "--config-from", "--baseline",
-                 "--level", "--tool-name"):
+                 "--level", "--tool-name", "--base-rule-modules"):
         assert flag in result.out
 
 

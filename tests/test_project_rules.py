@@ -230,6 +230,193 @@ def test_review_ignores_the_pull_requests_rule_modules(tmp_path, monkeypatch):
     assert "RB103" in codes and "ENG101" not in codes
 
 
+# `review --base-rule-modules`: the base commit's modules, never the checkout's ----------
+
+BASE = "f" * 40  # the base commit of fixtures/pr/event.json
+
+
+@pytest.fixture
+def pr(tmp_path, httpserver, monkeypatch):
+    """A pull request adding runner.py: its checkout (with rule modules of its own that
+    leave a marker when imported), and a fake GitHub whose base commit names and holds
+    the documented rule module."""
+    pytest.importorskip("github")
+    from conftest import FIXTURES
+    from github_fake import FakeGitHub
+
+    root = project(tmp_path / "ws", RULES)
+    marker = tmp_path / "imported"
+    hostile = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    for rel in ("my_engine/__init__.py", "my_engine/lint_rules.py", "my_engine/helpers.py",
+                "engine_helpers.py"):
+        (root / rel).write_text(hostile + "raise SystemExit('the pull request')\n")
+    lines = RUNNER.splitlines()
+    patch = f"@@ -0,0 +1,{len(lines)} @@\n" + "\n".join("+" + line for line in lines)
+    fake = FakeGitHub(httpserver, [{"filename": "runner.py", "status": "added",
+                                    "patch": patch, "sha": "1" * 40}])
+    fake.contents[("pyproject.toml", BASE)] = "[tool.reviewbot]\n" + RULES
+    fake.contents[("my_engine/__init__.py", BASE)] = ""
+    fake.contents[("my_engine/lint_rules.py", BASE)] = doc_example()
+    runner_temp = tmp_path / "runner-temp"
+    runner_temp.mkdir()
+    for name, value in {"GITHUB_API_URL": fake.base, "RUNNER_TEMP": str(runner_temp),
+                        "GITHUB_EVENT_PATH": str(FIXTURES / "pr" / "event.json"),
+                        "GITHUB_REPOSITORY": "acme/engine", "GITHUB_TOKEN": "t0ken",
+                        "REVIEWBOT_RETRY_BACKOFF": "0", "REVIEWBOT_GITHUB_PACE": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("REVIEWBOT_NO_PROJECT_CODE", raising=False)
+    return types.SimpleNamespace(root=root, fake=fake, marker=marker, temp=runner_temp)
+
+
+def posted(fake) -> list[tuple[str, int, str]]:
+    return [(c["path"], c["line"], c["body"].rsplit("reviewbot:", 1)[1][:-4])
+            for r in fake.reviews for c in r.get("comments", [])]
+
+
+def test_review_imports_the_base_commits_rule_modules_only_when_asked(pr, run_cli,
+                                                                      monkeypatch):
+    path = list(sys.path)
+    off = run_cli(["review", "--config-from", "base"], cwd=pr.root)
+    assert off.code == 0, off.err
+    assert posted(pr.fake) == [] and "my_engine.lint_rules" not in sys.modules
+    assert "Rule modules" not in pr.fake.issue_comments[-1]["body"]
+
+    on = run_cli(["review", "--config-from", "base", "--base-rule-modules"], cwd=pr.root)
+    assert on.code == 0, on.err  # ENG101 is a warning
+    assert posted(pr.fake) == [("runner.py", 11, "ENG101")]
+    (comment,) = pr.fake.reviews[0]["comments"]
+    assert comment["body"].startswith("**ENG101** numpy-on-cuda-tensor (warning)")
+    assert "in hot path execute\\_model -\\> \\_read" in comment["body"]
+    assert "Rule modules imported from the base commit: `my_engine.lint_rules`" in \
+        pr.fake.issue_comments[-1]["body"]
+    assert not pr.marker.exists()  # the pull request's copies were never imported
+    # The folder they came from is gone, and the run left sys.path and sys.modules as
+    # they were: a second run imports them again, and repeats no comment.
+    assert list(pr.temp.glob("reviewbot-rule-modules-*")) == []
+    assert sys.path == path and "my_engine" not in sys.modules
+    again = run_cli(["review", "--config-from", "base", "--base-rule-modules"], cwd=pr.root)
+    assert again.code == 0 and len(pr.fake.reviews) == 1, again.err
+    assert "1 findings were already commented" in pr.fake.issue_comments[-1]["body"]
+
+    # The environment's switch wins over the flag.
+    monkeypatch.setenv("REVIEWBOT_NO_PROJECT_CODE", "1")
+    pr.fake.review_comments.clear()
+    assert run_cli(["review", "--config-from", "base", "--base-rule-modules"],
+                   cwd=pr.root).code == 0
+    assert len(pr.fake.reviews) == 1 and not pr.marker.exists()
+    assert "Rule modules" not in pr.fake.issue_comments[-1]["body"]
+
+
+def test_worker_processes_import_the_base_modules_too(pr, run_cli, monkeypatch):
+    # Spawned workers (as on macOS, or forkserver) import the rules by module name with the
+    # parent's sys.path: the base commit's folder is there, and still exists, for the run.
+    import functools
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    spawned = functools.partial(ProcessPoolExecutor,
+                                mp_context=multiprocessing.get_context("spawn"))
+    monkeypatch.setattr("reviewbot.engine.ProcessPoolExecutor", spawned)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    for index in range(4):
+        (pr.root / f"runner{index}.py").write_text(RUNNER)
+        pr.fake.files.append({**pr.fake.files[0], "filename": f"runner{index}.py"})
+    result = run_cli(["review", "--config-from", "base", "--base-rule-modules", "--reporter",
+                      "annotations"], cwd=pr.root)
+    assert result.code == 0, result.err
+    found = re.findall(r"file=(runner\d?\.py),line=(\d+),.*title=(\w+)::", result.out)
+    assert sorted(found) == [(f"runner{i}.py", "11", "ENG101") for i in ("", 0, 1, 2, 3)]
+    assert not pr.marker.exists()
+
+
+def test_a_package_imported_from_elsewhere_is_refused(pr, run_cli, monkeypatch):
+    elsewhere = types.ModuleType("my_engine")
+    elsewhere.__file__ = str(pr.root / "my_engine" / "__init__.py")
+    monkeypatch.setitem(sys.modules, "my_engine", elsewhere)
+    result = run_cli(["review", "--config-from", "base", "--base-rule-modules"], cwd=pr.root)
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert "package 'my_engine' is already imported from" in result.err
+    assert "not from the base commit" in result.err and not pr.marker.exists()
+
+
+def test_the_base_modules_digest_keys_the_reviews_cache(pr, run_cli):
+    flags = ["review", "--config-from", "base", "--base-rule-modules", "--reporter",
+             "annotations"]
+    first = run_cli(flags, cwd=pr.root)
+    assert "ENG101" in first.out and list((pr.temp / "reviewbot-cache").iterdir())
+    pr.fake.contents[("my_engine/lint_rules.py", BASE)] = doc_example().replace(
+        "in hot path", "on the hot path")
+    second = run_cli(flags, cwd=pr.root)
+    assert "on the hot path" in second.out, second.out
+
+
+def test_a_base_module_cannot_import_the_pull_requests_modules(pr, run_cli, monkeypatch):
+    # A package module of the project that the base commit's module imports is not read:
+    # the import fails, and the pull request's copy is not imported instead.
+    pr.fake.contents[("my_engine/lint_rules.py", BASE)] = \
+        "from my_engine.helpers import shared\n" + doc_example()
+    result = run_cli(["review", "--config-from", "base", "--base-rule-modules"], cwd=pr.root)
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert "Traceback" not in result.err
+    assert ("rule-modules: cannot import 'my_engine.lint_rules': ModuleNotFoundError: No "
+            "module named 'my_engine.helpers'") in result.err
+    assert not pr.marker.exists()
+    # Nor with the checkout on sys.path (`python -m` run in it), where the checkout's regular
+    # package would win over the base commit's namespace package (no __init__.py).
+    monkeypatch.syspath_prepend(str(pr.root))
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    del pr.fake.contents[("my_engine/__init__.py", BASE)]
+    pr.fake.contents[("my_engine/lint_rules.py", BASE)] = "import engine_helpers\n" + \
+        doc_example()
+    path = list(sys.path)
+    result = run_cli(["review", "--config-from", "base", "--base-rule-modules"], cwd=pr.root)
+    assert result.code == 2 and "No module named 'engine_helpers'" in result.err, result.err
+    assert not pr.marker.exists() and sys.path == path
+    assert list(pr.temp.glob("reviewbot-rule-modules-*")) == []
+
+
+@pytest.mark.parametrize("modules,files,message", [
+    ('["../evil"]', {}, "expected a dotted module name such as my_project.lint_rules"),
+    ('["my_engine.missing"]', {}, "cannot import 'my_engine.missing': neither "
+                                  "my_engine/missing.py nor my_engine/missing/__init__.py is a "
+                                  "file at the base commit ffffffffffff"),
+    ('["my_engine.lint_rules"]', {"my_engine/lint_rules.py": "#" * (1024 * 1024 + 1)},
+     "my_engine/lint_rules.py at the base commit: too large for a rule module"),
+    ('["my_engine.lint_rules"]', {"my_engine/__init__.py": "#" * (1024 * 1024 + 1)},
+     "my_engine/__init__.py at the base commit: too large for a rule module"),
+    (str([f"my_engine.m{i}" for i in range(33)]).replace("'", '"'), {},
+     "at most 32 modules are read from the base commit, got 33"),
+])
+def test_a_bad_base_rule_module_is_one_line_and_exit_2(pr, run_cli, modules, files, message):
+    pr.fake.contents[("pyproject.toml", BASE)] = f"[tool.reviewbot]\nrule-modules = {modules}\n"
+    for rel, text in files.items():
+        pr.fake.contents[(rel, BASE)] = text
+    result = run_cli(["review", "--config-from", "base", "--base-rule-modules"], cwd=pr.root)
+    assert result.code == 2 and result.err.count("\n") == 1, result.err
+    assert result.err.startswith("reviewbot: error: ") and message in result.err, result.err
+    assert pr.fake.reviews == [] and not pr.marker.exists()
+    assert list(pr.temp.glob("reviewbot-rule-modules-*")) == []
+
+
+def test_base_rule_modules_need_the_base_configuration(pr, run_cli):
+    result = run_cli(["review", "--base-rule-modules"], cwd=pr.root)
+    assert result.code == 2 and "--base-rule-modules needs --config-from base" in result.err
+    assert pr.fake.requests == [] and not pr.marker.exists()
+
+
+def test_a_rule_modules_files_stay_in_the_repository():
+    from reviewbot.errors import ReviewbotError
+    from reviewbot.github.base_rules import module_files
+
+    assert module_files("a.b.c", "python") == (
+        ["python/a/__init__.py", "python/a/b/__init__.py"],
+        ["python/a/b/c/__init__.py", "python/a/b/c.py"])
+    assert module_files("rules", "") == ([], ["rules/__init__.py", "rules.py"])
+    for name, folder in (("a.b", ".."), ("a", "../x"), ("a", "x/../.."), ("a", "/etc")):
+        with pytest.raises(ReviewbotError, match="expected a path inside the repository"):
+            module_files(name, folder)
+
+
 # The providers ------------------------------------------------------------------------
 
 def example_rule() -> type[CstRule]:

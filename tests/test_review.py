@@ -300,3 +300,19 @@ def test_a_baseline_path_out_of_the_repository_is_refused_for_the_base(run_cli, 
     result = review(run_cli, workspace, "--baseline", "../b.json", "--config-from", "base")
     assert result.code == 2
     assert "expected a path inside the repository" in result.err
+
+
+def test_a_project_rules_comment_has_its_marker_and_no_link_to_reviewbots_docs():
+    from reviewbot.finding import Finding
+    from reviewbot.github.markdown import comment_body
+    from reviewbot.github.review import DOCS_URL, _codes_in
+
+    own = Finding("ENG101", "numpy-on-cuda-tensor", "m", "a.py", 3, 1, 3, 2, "warning")
+    body = comment_body(own, None, DOCS_URL)
+    assert body.startswith("**ENG101** numpy-on-cuda-tensor (warning)\n") and "](" not in body
+    assert _codes_in(body) == ["ENG101"]  # found again by a later run: not repeated
+    builtin = Finding("RB101", "tolist-on-cuda-tensor", "m", "a.py", 3, 1, 3, 2, "error")
+    body = comment_body(builtin, None, DOCS_URL)
+    assert body.startswith(f"**RB101** [tolist-on-cuda-tensor]({DOCS_URL}#rb101-")
+    assert _codes_in(body) == ["RB101"]
+    assert _codes_in("x\n<!-- reviewbot:eng101 -->") == []

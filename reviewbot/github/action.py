@@ -1,7 +1,7 @@
 """The GitHub Action's inputs, turned into ``reviewbot review`` arguments.
 
 action.yml passes every input through the environment (``INPUT_*``) and runs
-``python -m reviewbot.github.action``; nothing an input holds reaches a shell. The
+``python -I -m reviewbot.github.action``; nothing an input holds reaches a shell. The
 inputs follow reviewdog's conventions (``level``, ``workdir``, ``tool_name``,
 ``fail_level``, ``fail_on_error``, the ``github-pr-check`` reporter), and the earlier
 names and values keep working. ``reviewbot_flags`` is split as a shell would split it
@@ -114,6 +114,15 @@ def review_argv(env: Mapping[str, str]) -> list[str]:
     config_from = _choice(_get(env, "config_from") or "head", CONFIG_FROM, "config_from")
     args += ["--filter-mode", filter_mode, "--fail-level", fail_level, "--reporter", reporter,
              "--max-comments", max_comments, "--config-from", config_from]
+    base_rule_modules = (_get(env, "base_rule_modules") or "false").lower()
+    if base_rule_modules not in _TRUE + _FALSE:
+        raise ReviewbotError(f"input base_rule_modules: expected true or false, got "
+                             f"{base_rule_modules!r}")
+    if base_rule_modules in _TRUE:
+        if config_from != "base":
+            raise ReviewbotError("input base_rule_modules: needs config_from base (the "
+                                 "modules are read from the base commit)")
+        args += ["--base-rule-modules"]
     level = _get(env, "level")
     if level:
         args += ["--level", _choice(level, LEVELS, "level")]

@@ -2,7 +2,9 @@
 
 With ``config_from: base`` the configuration file and the rule packs it names by path are
 read from the base commit through the contents API, so that a pull request cannot switch
-its own review off (``ignore = ["ALL"]``) or point it at packs of its own.
+its own review off (``ignore = ["ALL"]``) or point it at packs of its own. With
+``--base-rule-modules`` the rule modules it names are read from there too, and imported
+(reviewbot.github.base_rules).
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ def base_file(repo: Any, sha: str, rel: str, max_bytes: int,
     return data
 
 
+def _inside(rel: str, what: str) -> str:
+    """``rel`` as a normalised repository path ("" for its root); ReviewbotError for one
+    that leaves the repository."""
+    import posixpath
+
+    norm = posixpath.normpath(rel.replace("\\", "/"))
+    if norm.startswith(("/", "../")) or norm == ".." or ":" in norm:
+        raise ReviewbotError(f"{what} {rel!r}: expected a path inside the repository")
+    return "" if norm == "." else norm
+
+
 @dataclass
 class BaseConfiguration:
     """The configuration and packs read from the base commit, not the pull request."""
@@ -59,15 +72,24 @@ class BaseConfiguration:
     config: Any
     packs: Any
     note: str
+    modules: Any = None  # the base commit's rule modules when imported (BaseRuleModules)
+
+    def close(self) -> None:
+        """Remove the rule modules' folder and what importing them changed (at the end
+        of the run: worker processes import them by name until then)."""
+        if self.modules is not None:
+            self.modules.close()
+            self.modules = None
 
 
 def base_configuration(repo: Any, event: Event, config_path: str | None,
                        paths: Sequence[str], options: Any,
-                       cwd: Path) -> BaseConfiguration:
+                       cwd: Path, rule_modules: bool = False) -> BaseConfiguration:
     """The configuration and rule packs as the base commit has them, read through the API:
-    the pull request's own checkout cannot switch its review off."""
+    the pull request's own checkout cannot switch its review off. ``rule_modules``: import
+    the configuration's ``rule-modules`` too, as the base commit has them (never the
+    checkout's); the caller closes the result at the end of the run."""
     import posixpath
-    import tempfile
 
     from reviewbot.config import CONFIG_NAMES, Overrides, build_config, parse_config_text
     from reviewbot.packs import load_packs
@@ -78,11 +100,7 @@ def base_configuration(repo: Any, event: Event, config_path: str | None,
     overrides = options if isinstance(options, Overrides) else Overrides(options=options)
     overrides = dataclasses.replace(overrides, project_code=False)
 
-    def inside(rel: str, what: str) -> str:
-        norm = posixpath.normpath(rel.replace("\\", "/"))
-        if norm.startswith(("/", "../")) or norm == ".." or ":" in norm:
-            raise ReviewbotError(f"{what} {rel!r}: expected a path inside the repository")
-        return "" if norm == "." else norm
+    inside = _inside
 
     def fetch(rel: str) -> str | None:
         data = base_file(repo, sha, rel, MAX_CONFIG_BYTES, "too large for a configuration")
@@ -121,23 +139,54 @@ def base_configuration(repo: Any, event: Event, config_path: str | None,
                 continue
         folder = posixpath.dirname(rel)
         config = build_config(table, shown, prefix, (cwd / folder).resolve(), overrides)
-        with tempfile.TemporaryDirectory(dir=os.environ.get("RUNNER_TEMP") or None) as temp:
-            root = Path(temp) / folder
-            root.mkdir(parents=True, exist_ok=True)
-            for spec in config.rule_packs:
-                if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
-                    pack_rel = inside(posixpath.join(folder, spec), "rule pack")
-                    pack_text = fetch(pack_rel)
-                    if pack_text is None:
-                        raise ReviewbotError(f"{shown}: {prefix}rule-packs: no rule pack "
-                                             f"file {spec!r} at the base commit")
-                    target = Path(temp) / pack_rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(pack_text, encoding="utf-8")
-            packs = load_packs(config.rule_packs, root, shown, prefix + "rule-packs")
-        return BaseConfiguration(config, packs, f"Configuration: {rel} from the base commit "
-                                                f"{sha[:12]}.")
+        modules = None
+        if rule_modules and config.rule_modules:
+            from reviewbot.github.base_rules import fetch_rule_modules
+
+            modules = fetch_rule_modules(repo, sha, folder, config.rule_modules, shown,
+                                         prefix + "rule-modules", cwd)
+        try:
+            if modules is not None:
+                modules.activate(cwd)
+                config = build_config(table, shown, prefix, (cwd / folder).resolve(),
+                                      dataclasses.replace(overrides, project_code=True,
+                                                          rule_modules_root=modules.root))
+                config = dataclasses.replace(config, rule_modules_digest=(
+                    config.rule_modules_digest + modules.digest))
+            packs = _base_packs(config, folder, fetch, shown, prefix)
+        except BaseException:
+            if modules is not None:
+                modules.close()
+            raise
+        note = f"Configuration: {rel} from the base commit {sha[:12]}."
+        if modules is not None:
+            # No full stop: a module name is shown as code, and the stop would join it.
+            note += f" Rule modules imported from the base commit: {', '.join(modules.names)}"
+        return BaseConfiguration(config, packs, note, modules)
     config = build_config({}, None, "", cwd.resolve(), overrides)
     packs = load_packs(config.rule_packs, config.root, None)
     return BaseConfiguration(config, packs, f"Configuration: the defaults (the base commit "
                                             f"{sha[:12]} has none).")
+
+
+def _base_packs(config: Any, folder: str, fetch: Any, shown: str, prefix: str) -> Any:
+    """The configuration's rule packs, those given by path read from the base commit."""
+    import posixpath
+    import tempfile
+
+    from reviewbot.packs import load_packs
+
+    with tempfile.TemporaryDirectory(dir=os.environ.get("RUNNER_TEMP") or None) as temp:
+        root = Path(temp) / folder
+        root.mkdir(parents=True, exist_ok=True)
+        for spec in config.rule_packs:
+            if spec.endswith((".yml", ".yaml")) or "/" in spec or "\\" in spec:
+                pack_rel = _inside(posixpath.join(folder, spec), "rule pack")
+                pack_text = fetch(pack_rel)
+                if pack_text is None:
+                    raise ReviewbotError(f"{shown}: {prefix}rule-packs: no rule pack "
+                                         f"file {spec!r} at the base commit")
+                target = Path(temp) / pack_rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(pack_text, encoding="utf-8")
+        return load_packs(config.rule_packs, root, shown, prefix + "rule-packs")

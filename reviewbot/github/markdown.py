@@ -73,10 +73,15 @@ def _message(text: str, table: bool = False) -> str:
 
 
 def comment_body(finding: Any, suggestion: str | None, docs_url: str) -> str:
-    """A line comment: the rule, the reason, a link to the docs, maybe a suggestion."""
-    anchor = rule_anchor(finding)
-    lines = [f"**{finding.code}** [{finding.name}]({docs_url}#{anchor}) ({finding.severity})",
-             "", _message(finding.message)]
+    """A line comment: the rule, the reason, a link to the docs (reviewbot's own rules:
+    a project's rules have no page there), maybe a suggestion."""
+    from reviewbot.registry import BUILTIN
+
+    if any(rule.code == finding.code for rule in BUILTIN):
+        title = f"[{finding.name}]({docs_url}#{rule_anchor(finding)})"
+    else:
+        title = escape(finding.name)
+    lines = [f"**{finding.code}** {title} ({finding.severity})", "", _message(finding.message)]
     if suggestion is not None:
         fence = "```"
         while fence in suggestion:

@@ -58,6 +58,9 @@ class Settings:
     # A trace written by `reviewbot trace`: confirmed findings say so, and syncs the run saw
     # that no rule reported are RB108 findings (as `reviewbot check --trace`).
     trace: str | None = None
+    # With config_from "base": import the rule modules its configuration names, as the
+    # base commit has them (reviewbot.github.base_rules); off, they are named, not imported.
+    base_rule_modules: bool = False
 
 
 @dataclass
@@ -143,56 +146,70 @@ def run_review(settings: Settings, out: TextIO, err: TextIO, cwd: Path | None = 
     from github import GithubException
     from requests.exceptions import RequestException
 
+    from reviewbot.project_rules import project_code_allowed
+
     api_errors = (GithubException, RequestException)
 
     cwd = cwd or Path.cwd()
     if not TOOL_NAME.fullmatch(settings.tool_name):
         raise ReviewbotError("--tool-name: expected letters, digits, spaces, '.', '_' or '-' "
                              "(at most 64)")
+    if settings.base_rule_modules and settings.config_from != "base":
+        raise ReviewbotError("--base-rule-modules needs --config-from base (the modules are "
+                             "read from the base commit, never from the checkout)")
     event = read_event()
     repository, number = event.repository, event.number
     token = _token()
     gh = connect(token)
+    base_config: BaseConfiguration | None = None
     try:
-        repo = gh.get_repo(repository)
-        pr = repo.get_pull(number)
-        changed = changed_files(pr)
-        base_config = base_configuration(
-            repo, event, settings.config, settings.paths, _overrides(settings), cwd) \
-            if settings.config_from == "base" else None
-        known = review_baseline(settings, repo, event, cwd)
-    except api_errors as exc:
-        raise ReviewbotError(_scrub(f"cannot read pull request #{number} of {repository}: "
-                                    f"{_api_error(exc)}", token)) from None
-    outcome = check_changes(settings, changed, cwd, base_config, known)
-    outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
-    _write_step_summary(outcome.summary)
-    _annotations(outcome, settings, out)
-    if settings.reporter == "github-pr-review":
         try:
-            identity = authenticated_login(gh)
-            _post_review(pr, outcome, settings, cwd, identity)
-            outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
-            _upsert_summary(pr, outcome.summary, identity)
-        except _ReadOnly as exc:
-            err.write(f"reviewbot: {exc}\n")
+            repo = gh.get_repo(repository)
+            pr = repo.get_pull(number)
+            changed = changed_files(pr)
+            base_config = base_configuration(
+                repo, event, settings.config, settings.paths, _overrides(settings), cwd,
+                rule_modules=settings.base_rule_modules and project_code_allowed()) \
+                if settings.config_from == "base" else None
+            known = review_baseline(settings, repo, event, cwd)
         except api_errors as exc:
-            raise ReviewbotError(_scrub(f"posting the review failed: {_api_error(exc)}",
-                                        token)) from None
-    elif settings.reporter == "github-check":
-        try:
-            _post_check(repo, event, outcome, settings)
-        except api_errors as exc:
-            if getattr(exc, "status", None) == 403:
-                err.write("reviewbot: the token cannot create check runs (403); the findings "
-                          "are in the annotations and the job summary\n")
-            else:
-                raise ReviewbotError(_scrub(f"creating the check run failed: "
-                                            f"{_api_error(exc)}", token)) from None
-    err.write(f"reviewbot: {len(outcome.findings)} findings on changed lines, "
-              f"{len(outcome.comments)} line comments posted"
-              f"{f', {outcome.baselined} known from the baseline' if known else ''}\n")
-    return exit_status(outcome, settings)
+            raise ReviewbotError(_scrub(f"cannot read pull request #{number} of {repository}: "
+                                        f"{_api_error(exc)}", token)) from None
+        outcome = check_changes(settings, changed, cwd, base_config, known)
+        outcome.summary = summary_markdown(outcome, changed, settings, repository, number)
+        _write_step_summary(outcome.summary)
+        _annotations(outcome, settings, out)
+        if settings.reporter == "github-pr-review":
+            try:
+                identity = authenticated_login(gh)
+                _post_review(pr, outcome, settings, cwd, identity)
+                outcome.summary = summary_markdown(outcome, changed, settings, repository,
+                                                   number)
+                _upsert_summary(pr, outcome.summary, identity)
+            except _ReadOnly as exc:
+                err.write(f"reviewbot: {exc}\n")
+            except api_errors as exc:
+                raise ReviewbotError(_scrub(f"posting the review failed: {_api_error(exc)}",
+                                            token)) from None
+        elif settings.reporter == "github-check":
+            try:
+                _post_check(repo, event, outcome, settings)
+            except api_errors as exc:
+                if getattr(exc, "status", None) == 403:
+                    err.write("reviewbot: the token cannot create check runs (403); the "
+                              "findings are in the annotations and the job summary\n")
+                else:
+                    raise ReviewbotError(_scrub(f"creating the check run failed: "
+                                                f"{_api_error(exc)}", token)) from None
+        err.write(f"reviewbot: {len(outcome.findings)} findings on changed lines, "
+                  f"{len(outcome.comments)} line comments posted"
+                  f"{f', {outcome.baselined} known from the baseline' if known else ''}\n")
+        return exit_status(outcome, settings)
+    finally:
+        # The base commit's rule modules stay importable (worker processes import them
+        # by name) until the run ends.
+        if base_config is not None:
+            base_config.close()
 
 
 def _api_error(exc: Any) -> str:
@@ -323,9 +340,10 @@ def check_changes(settings: Settings, changed: ChangedLines, cwd: Path,
 def _overrides(settings: Settings) -> Any:
     """The command line's overrides, with ``--docstring-threshold`` as RB301's option.
 
-    A review imports no project code: ``rule-modules`` is read but not loaded, whichever
-    commit the configuration comes from, since the modules themselves would be the pull
-    request's files (its checkout) and the review runs with the workflow's token."""
+    A review imports no project code from the checkout: ``rule-modules`` is read but not
+    loaded, since the modules there are the pull request's files and the review runs with
+    the workflow's token. Only ``--base-rule-modules`` imports them, as the base commit has
+    them (reviewbot.github.base_config)."""
     from reviewbot.config import Overrides
 
     given = getattr(settings, "overrides", None) or Overrides()
@@ -489,7 +507,7 @@ def _codes_in(body: str) -> list[str]:
     """The rule of a line comment: its marker is the body's last line (a marker quoted in
     the code of a suggestion or a message does not count)."""
     last = body.rstrip("\n").rsplit("\n", 1)[-1]
-    found = re.fullmatch(r"<!-- reviewbot:(RB\d{3}) -->", last)
+    found = re.fullmatch(r"<!-- reviewbot:([A-Z]+[0-9]+) -->", last)
     return [found.group(1)] if found else []
 
 
