@@ -2122,3 +2122,40 @@ def test_what_a_cache_fill_calls_runs_once_not_per_step(tmp_path, run_cli):
     result = run_cli(["check", ".", "--no-cache", "--select", "RB202", "--output-format",
                       "json"], cwd=root)
     assert [(f["path"], f["line"]) for f in json.loads(result.out)] == [("g/backend.py", 9)]
+
+
+def test_a_module_that_never_names_torch_still_reads_cuda_tensors(tmp_path, run_cli):
+    # The scorer's module imports no torch: the proposals it reads are another module's
+    # CUDA tensors, and its `.tolist()` runs every step.
+    root = write_project(tmp_path, {
+        "e/__init__.py": "",
+        "e/interfaces.py": """
+            from dataclasses import dataclass
+
+            import torch
+
+            @dataclass
+            class Proposals:
+                token_ids: torch.Tensor
+        """,
+        "e/scorer.py": """
+            from e.interfaces import Proposals
+
+            class Scorer:
+                def score(self, proposals: Proposals):
+                    return proposals.token_ids.tolist()
+        """,
+        "e/worker.py": """
+            import vllm
+            from e.scorer import Scorer
+
+            class SpecWorker:
+                def __init__(self):
+                    self.scorer = Scorer()
+
+                def execute_model(self, proposals):
+                    return self.scorer.score(proposals)
+        """,
+    })
+    assert [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)] == [
+        ("e/scorer.py", 6, "RB101")]
