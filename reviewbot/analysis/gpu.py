@@ -1225,6 +1225,8 @@ class ModuleAnalyzer:
         self.tensor_returns = frozenset(devices.get("returns", ()))
         # key ("pkg.mod.Class" as imported, or "local:Class") -> field -> "tensor" | "host"
         self.class_fields: dict[str, dict[str, str]] = devices.get("classes", {}) or {}
+        # key -> field -> the key of the project class the field holds an object of
+        self.class_attrs: dict[str, dict[str, str]] = devices.get("class_attrs", {}) or {}
         self.other_platform = bool(devices.get("other_platform"))
         # function -> tensor parameters a caller elsewhere fills with a host value
         self.host_params: dict[str, list[str]] = devices.get("host_params", {}) or {}
@@ -2345,6 +2347,9 @@ class FunctionWalker:
                 if declared is not None:
                     return self._declared_field(node.attr, declared, key.rpartition(".")[2]
                                                 .removeprefix("local:"))
+                held = self.m.class_attrs.get(key, {}).get(node.attr)
+                if held is not None and held in self.m.class_fields:
+                    return Label(OBJECT, held)  # `result.logits_output`: an Output
             if all(key.rpartition(".")[2].endswith(_SETTINGS_CLASSES)
                    for key in base.why.split("|")):
                 # `self.config.post_norm`: a configuration holds Python values.

@@ -54,6 +54,9 @@ MAX_NAME_CANDIDATES = 3
 _CAMEL_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 # ... or to every implementation of one interface, up to this many.
 MAX_INTERFACE_IMPLEMENTATIONS = 16
+# How many project classes one module's device facts describe (those it imports or
+# defines, and the classes their fields hold).
+MAX_HELD_CLASSES = 256
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 # Method names too common to resolve by name alone (containers, files, tensors, threads).
 _COMMON_METHODS = frozenset({
@@ -1389,6 +1392,9 @@ class HotFacts:
         classes = self.linker.fields_seen_from(rel) if self.linker is not None else {}
         if classes:
             out["classes"] = classes
+            held = self.linker.classes_held_by(classes)
+            if held:  # `result.logits_output.next_token_logprobs`: a field's own fields
+                out["class_attrs"] = held
         if other_platform_path(rel):
             out["other_platform"] = True
         if self.kept_on_cpu:
@@ -1455,6 +1461,7 @@ class Linker:
                     self.subclasses.setdefault(resolved, []).append(qual)
         self._mro_cache: dict[str, list[str]] = {}
         self._fields_cache: dict[str, dict[str, str]] = {}
+        self._seen_module = ""  # the module whose view fields_seen_from built last
         self._module_cache: dict[str, bool] = {}
         self._by_snake_name: dict[str, list[str]] | None = None
         self._off_cuda: dict[str, bool] = {}
@@ -1602,6 +1609,7 @@ class Linker:
         entry = self.index.by_rel.get(rel)
         if entry is None or not entry.summary:
             return {}
+        self._seen_module = entry.name
         out: dict[str, dict[str, str]] = {}
         for target in set(entry.summary["imports"].values()):
             if not target.rpartition(".")[2].lstrip("_")[:1].isupper():
@@ -1616,6 +1624,44 @@ class Linker:
             if fields:
                 out["local:" + local] = fields
         return out
+
+    def classes_held_by(self, seen: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+        """For the classes a module sees (``fields_seen_from``, which this extends), the
+        fields each declares or builds as an object of another project class (``out:
+        Output``, ``self.sampler = Sampler()``): key -> field -> that class's key, with the
+        held classes' own declared fields added to ``seen``, two levels deep and bounded."""
+        held: dict[str, dict[str, str]] = {}
+        todo = [(key, 0) for key in list(seen)]
+        while todo and len(seen) < MAX_HELD_CLASSES:
+            key, depth = todo.pop(0)
+            cls = self.resolve_class(key.removeprefix("local:")) if not key.startswith(
+                "local:") else self._local_class(key)
+            if cls is None:
+                continue
+            for klass in self.mro(cls):
+                info = self.classes.get(klass)
+                for attr, typ in (info[2]["attrs"].items() if info is not None else ()):
+                    if typ.startswith("()") or attr in held.get(key, {}):
+                        continue
+                    target = self.resolve_class(typ)
+                    if target is None:
+                        continue
+                    if target not in seen:
+                        fields = self.class_fields(target)
+                        if not fields:
+                            continue
+                        seen[target] = fields
+                        if depth + 1 < 2:
+                            todo.append((target, depth + 1))
+                    held.setdefault(key, {})[attr] = target
+        return held
+
+    def _local_class(self, key: str) -> str | None:
+        """The class a ``local:Name`` key of the module being linked names: resolved by
+        the caller's module (set by ``fields_seen_from``)."""
+        module = self._seen_module
+        return f"{module}.{key[6:]}" if module and f"{module}.{key[6:]}" in self.classes \
+            else None
 
     def is_module_class(self, cls: str) -> bool:
         """Whether a project class is an ``nn.Module`` (through bases in any module, up the

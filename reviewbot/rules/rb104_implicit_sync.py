@@ -19,6 +19,9 @@ _FACTORIES = frozenset({
     "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
     "randint_like", "tril_indices", "triu_indices", "asarray"})
 _CASTS = ("bool", "int", "float")
+# Factories whose positional arguments are sizes (or, for arange, bounds): Python ints, so
+# a CUDA tensor there is read back to the host (`torch.empty(cum_lens[-1])`).
+_SIZED = frozenset({"empty", "zeros", "ones", "rand", "randn", "arange", "full"})
 
 
 def _holds_subscript(target: cst.BaseExpression) -> bool:
@@ -50,7 +53,8 @@ class ImplicitSync(SyncRule):
     In a function that runs every step, finds a CUDA tensor used as a condition (`if t:`,
     `while t`, `assert t`, `t > 0` as a test, `t and x`), passed to `bool()`, `int()` or
     `float()` (`bool(m is not None and m.any())` passes the last operand), used to index a
-    Python list; and ops whose output size depends on the data: `torch.nonzero` /
+    Python list or as a size of a torch factory (`torch.empty(lens[-1])`, `torch.arange(n)`);
+    and ops whose output size depends on the data: `torch.nonzero` /
     `t.nonzero()`, boolean-mask indexing `t[mask]` (a mask by how it was made, or a CUDA
     index named `*mask`), `torch.unique`,
     `torch.masked_select`, one-argument `torch.where`, and `repeat_interleave` with tensor
@@ -94,7 +98,8 @@ class ImplicitSync(SyncRule):
     consequence = "Python needs a value only the GPU has yet, so the host waits for it"
     # Tests, boolean operators, casts, subscripts and the data-dependent ops.
     CANDIDATES = ("if", "while", "assert", "and", "or", "[", "bool", "int", "float", "equal",
-                  "nonzero", "unique", "masked_select", "argwhere", "where", "repeat_interleave")
+                  "nonzero", "unique", "masked_select", "argwhere", "where", "repeat_interleave",
+                  "empty", "zeros", "ones", "rand", "arange", "full")
     NEEDS_CUDA = True
     QUIET_IN_ALLOWED_BLOCKS = False
     VALID = [
@@ -106,6 +111,8 @@ class ImplicitSync(SyncRule):
         Valid(_HEAD + "        picks = t.clone()\n        return t[picks]\n"),
         # A Python scalar put where the mask is true is a masked_fill: no count is needed.
         Valid(_HEAD + "        t[t > 0] = float(n)\n        return t\n"),
+        # Sizes the host knows: a shape, a Python int.
+        Valid(_HEAD + "        return torch.empty(t.shape[0], n, device='cuda')\n"),
     ]
     INVALID = [
         Invalid(_HEAD + "        if t.sum() > 0:\n            return t\n", line=5,
@@ -122,6 +129,10 @@ class ImplicitSync(SyncRule):
         Invalid(_HEAD + "        return t.nonzero()\n", line=5),
         Invalid(_HEAD + "        return torch.unique(t)\n", line=5),
         Invalid(_HEAD + "        while t.any():\n            t = t - 1\n", line=5),
+        Invalid(_HEAD + "        lens = t.cumsum(0)\n"
+                "        return torch.empty(lens[-1], dtype=torch.int32, device='cuda')\n",
+                line=6, message_contains="as a size of `torch.empty`"),
+        Invalid(_HEAD + "        return torch.arange(t.sum(), device='cuda')\n", line=5),
     ]
 
     # Tests -------------------------------------------------------------------------------
@@ -258,6 +269,13 @@ class ImplicitSync(SyncRule):
             return
         if name in _CASTS:
             self._cast(node)
+        elif name in _SIZED:
+            chain = self.reporting_here()
+            if chain is False or self.allowed(node):
+                return
+            qual = self.torch_function(node)
+            if qual is not None and qual.count(".") == 1:  # torch.empty, not torch.cuda.x
+                self._sizes(node, qual, chain)
         elif name in DATA_DEPENDENT or name in ("where", "equal", "repeat_interleave"):
             chain = self.reporting_here()
             if chain is False or self.allowed(node):
@@ -286,6 +304,28 @@ class ImplicitSync(SyncRule):
         if fact is not None and fact.kind == CUDA:
             self.report_sync(node, f"`{qual}()` of the CUDA tensor `{self.short(arg)}`",
                              fact.kind, fact.evidence, chain)
+
+    def _sizes(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
+        """``torch.empty(t[-1], 4)``, ``torch.arange(n)`` with a CUDA tensor for a size or
+        a bound: the factory needs a Python int, so the host reads the tensor first."""
+        args = self.positional(node)
+        if qual == "torch.full":
+            args = args[:1]  # the size; the fill value is not a size
+        size = self.keyword(node, "size")
+        if size is not None:
+            args = [*args, size]
+        dims: list[cst.BaseExpression] = []
+        for arg in args:
+            if isinstance(arg, (cst.Tuple, cst.List)):
+                dims.extend(e.value for e in arg.elements if isinstance(e, cst.Element))
+            else:
+                dims.append(arg)
+        for dim in dims:
+            fact = self.device(dim)
+            if fact is not None and fact.kind == CUDA:
+                self.report_sync(node, f"the CUDA tensor `{self.short(dim)}` as a size of "
+                                 f"`{qual}` (a Python int)", CUDA, fact.evidence, chain)
+                return
 
     def _torch_function(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
         name = qual.rsplit(".", 1)[-1]
