@@ -2159,3 +2159,55 @@ def test_a_module_that_never_names_torch_still_reads_cuda_tensors(tmp_path, run_
     })
     assert [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)] == [
         ("e/scorer.py", 6, "RB101")]
+
+
+def test_a_field_holding_another_class_gives_that_class_fields(tmp_path, run_cli):
+    # `result: Union[GenResult, EmbResult]`; `GenResult.out` holds an `Out`, whose
+    # `logprobs` is declared a tensor: `result.out.logprobs` is a CUDA tensor by default,
+    # also through a tuple unpacked from the fields. A field of a host type stays host.
+    root = write_project(tmp_path, {
+        "q/__init__.py": "",
+        "q/types.py": """
+            from dataclasses import dataclass
+            from typing import List, Optional
+
+            import torch
+
+            @dataclass
+            class Out:
+                logprobs: Optional[torch.Tensor] = None
+                ids: Optional[List[int]] = None
+
+            @dataclass
+            class GenResult:
+                out: Out
+                bid: int
+
+            @dataclass
+            class EmbResult:
+                emb: torch.Tensor
+        """,
+        "q/mixin.py": """
+            from typing import Union
+
+            from q.types import EmbResult, GenResult
+
+            class OutputMixin:
+                def process_batch_result(self, result: Union[GenResult, EmbResult]):
+                    (out, bid) = (result.out, result.bid)
+                    first = result.out.logprobs.tolist()
+                    second = out.logprobs.tolist()
+                    return first, second, out.ids.tolist()
+        """,
+        "q/scheduler.py": """
+            import sglang
+            from q.mixin import OutputMixin
+
+            class Scheduler(OutputMixin):
+                def event_loop(self, batches):
+                    while True:
+                        self.process_batch_result(self.run_batch(batches))
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [
+        ("q/mixin.py", 9), ("q/mixin.py", 10)]
