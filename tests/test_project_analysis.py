@@ -2211,3 +2211,31 @@ def test_a_field_holding_another_class_gives_that_class_fields(tmp_path, run_cli
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [
         ("q/mixin.py", 9), ("q/mixin.py", 10)]
+
+
+def test_a_parameter_annotated_with_a_module_class_runs_a_module(tmp_path, run_cli):
+    # The sampler is handed to __init__ (annotated with an nn.Module class of another
+    # module) and kept on self: what calling it returns is on the model's device.
+    root = write_project(tmp_path, {
+        "m/__init__.py": "",
+        "m/samp.py": """
+            import torch.nn as nn
+
+            class SpecDecodeBaseSampler(nn.Module):
+                def forward(self, x):
+                    return x
+        """,
+        "m/worker.py": """
+            import vllm
+            from m.samp import SpecDecodeBaseSampler
+
+            class SpecWorker:
+                def __init__(self, spec_decode_sampler: SpecDecodeBaseSampler):
+                    self.spec_decode_sampler = spec_decode_sampler
+
+                def execute_model(self, probs):
+                    ids = self.spec_decode_sampler(probs)
+                    return ids.tolist()
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("m/worker.py", 11)]

@@ -1782,6 +1782,10 @@ class FunctionWalker:
                     label.kind == CPU else label.but(f"passed by a caller: {label.why}")
             elif module.class_key(arg.annotation) is not None:
                 self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
+            elif arg.annotation is not None and self._names_module(arg.annotation):
+                # `sampler: RejectionSampler`: calling it runs a module on its device.
+                self.env[arg.arg] = Label(MODULE, f"`{arg.arg}` is annotated "
+                                                  f"{_short(arg.annotation)}, an nn.Module")
             elif module.is_kept_on_cpu(arg.arg) or (
                     module.packs.host_names and _matches(arg.arg, module.packs.host_names)):
                 self.env[arg.arg] = Label(CPU, f"`{arg.arg}` is kept on the host "
