@@ -2239,3 +2239,24 @@ def test_a_parameter_annotated_with_a_module_class_runs_a_module(tmp_path, run_c
         """,
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("m/worker.py", 11)]
+
+
+def test_a_zero_dim_host_tensor_in_an_op_on_cuda_tensors_leaves_it_on_the_gpu(tmp_path, run_cli):
+    # `torch.tensor(window + 1)` is a 0-dim host tensor: PyTorch takes it as a number
+    # beside CUDA tensors, so the minimum is on the GPU. A host tensor of several elements
+    # would say the default device was wrong (tensors of one op share a device).
+    root = write_project(tmp_path, {
+        "f/__init__.py": "",
+        "f/backend.py": """
+            import torch
+            import vllm
+
+            class AttnMetadataBuilder:
+                def build(self, seq_lens: torch.Tensor, window: int):
+                    lens = torch.minimum(seq_lens, torch.tensor(window + 1))
+                    total = lens.sum().item()
+                    host = torch.minimum(seq_lens, torch.tensor([window, window]))
+                    return total, host.sum().item()
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("f/backend.py", 8)]

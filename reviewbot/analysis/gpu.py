@@ -540,6 +540,21 @@ def _is_shape(expr: ast.expr) -> bool:
         expr.func.attr in ("size", "stride") and not expr.args
 
 
+def _scalar_expr(expr: ast.expr) -> bool:
+    """A number as written: a numeric literal, arithmetic on names and numbers, or an
+    ``int()``/``float()`` of something (never a list, a tuple or a comprehension)."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
+    if isinstance(expr, ast.UnaryOp):
+        return _scalar_expr(expr.operand)
+    if isinstance(expr, ast.BinOp):
+        return all(isinstance(side, (ast.Name, ast.Attribute)) or _scalar_expr(side)
+                   for side in (expr.left, expr.right)) and any(
+            _scalar_expr(side) for side in (expr.left, expr.right))
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and \
+        expr.func.id in ("int", "float") and len(expr.args) == 1
+
+
 def _short(expr: ast.expr) -> str:
     parts: list[str] = []
     node = expr
@@ -2680,6 +2695,10 @@ class FunctionWalker:
                 return UNKNOWN_L  # models are often built under torch.device("cuda")
             if any(k.arg is None for k in node.keywords):
                 return UNKNOWN_L  # `**options` may name the device
+            if name in ("tensor", "as_tensor") and node.args and _scalar_expr(node.args[0]):
+                # `torch.tensor(window + 1)`: a 0-dim host tensor, which an op on CUDA
+                # tensors takes as a number (the result stays on the GPU).
+                return VALUE_L
             return Label(CPU, f"{qual} without a device is on the CPU")
         if name == "equal" and len(args) >= 2 and any(a.kind == CUDA for a in args[:2]):
             return VALUE_L
