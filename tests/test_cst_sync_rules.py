@@ -8,6 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 import libcst.metadata as meta
+import pytest
 
 from reviewbot import registry
 from reviewbot.analysis import gpu
@@ -190,14 +191,47 @@ class ModelRunner:
 """
 
 
-def test_only_the_hot_functions_are_parsed(tmp_path, monkeypatch):
+# The event-synced helper, already in the class: the fix only calls it.
+HELPER = """
+    def _to_list(self, t):
+        pinned = self.pinned[: t.numel()].view(t.shape)
+        pinned.copy_(t, non_blocking=True)
+        self.event.record()
+        self.event.synchronize()
+        return pinned.tolist()
+"""
+
+
+def _parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The texts LibCST parses as modules from now on (the helper's own code left out)."""
     parsed: list[str] = []
     real = cst.parse_module
-    monkeypatch.setattr(cst, "parse_module", lambda text, *a: parsed.append(text) or real(text, *a))
+
+    def parse(text, *args, **kwargs):
+        if "ModelRunner" in text or "def _read" in text:
+            parsed.append(text)
+        return real(text, *args, **kwargs)
+
+    monkeypatch.setattr(cst, "parse_module", parse)
+    return parsed
+
+
+def test_only_the_hot_functions_are_parsed(tmp_path, monkeypatch):
+    parsed = _parses(monkeypatch)
     rule = registry.BY_CODE["RB101"]
-    assert [f.line for f in check_source(tmp_path, RUNNER, rule)] == [14]
+    findings = check_source(tmp_path, RUNNER + HELPER, rule)
+    assert [(f.line, len(f.fix.edits)) for f in findings if f.fix] == [(14, 1)]
     # execute_model (hot, no candidate) and the cold functions are not parsed at all.
     assert parsed == ["if 1:\n    def _read(self):\n        return self.ids.tolist()\n"]
+
+
+def test_a_fix_that_adds_the_helper_parses_the_module_once(tmp_path, monkeypatch):
+    parsed = _parses(monkeypatch)
+    rule = registry.BY_CODE["RB101"]
+    findings = check_source(tmp_path, RUNNER, rule)
+    assert [(f.line, len(f.fix.edits)) for f in findings if f.fix] == [(14, 2)]
+    # The helper joins the class in LibCST's tree of the whole file: parsed for the fix.
+    assert parsed == ["if 1:\n    def _read(self):\n        return self.ids.tolist()\n", RUNNER]
 
 
 def test_the_tests_a_debug_guard_skips_have_no_label(tmp_path):

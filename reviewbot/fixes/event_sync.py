@@ -11,16 +11,22 @@ for every shape and dtype: it copies into a flat pinned buffer (``device="cpu"``
 the default device) viewed in ``x``'s shape, on the current stream of ``x``'s own device,
 records the event on that stream and waits for it; the buffer grows (only when it is too
 small or of another dtype) instead of overflowing or truncating.
+
+The helper and its state are LibCST statements, added to the file's LibCST tree and
+written in the file's own layout (``reviewbot.fixes.cst_insert``); the imports they need
+are the fix's ``imports``, which ``reviewbot fix`` adds with LibCST's ``AddImportsVisitor``.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from reviewbot.finding import Edit, Fix
+from reviewbot.lazy import libcst as cst
 from reviewbot.source import Columns, split_lines
 
 DEFAULT_HELPER = "_to_list"
@@ -36,51 +42,38 @@ _WHY = (
     "buffer per device, made on first use and kept outside the object."
 )
 
-_BODY = '''\
-if not tensor.is_cuda:
-    return tensor.tolist()
-count = tensor.numel()
-states = getattr({local}, "states", None)
-if states is None:
-    states = {local}.states = {{}}
-event, flat = states.get(tensor.device) or (None, None)
-if flat is None or flat.dtype != tensor.dtype or flat.numel() < count:
-    size = max(count, {capacity}flat.numel() if flat is not None else 0)
-    flat = torch.empty(size, dtype=tensor.dtype, device="cpu", pin_memory=True)
-    if event is None:
-        event = torch.cuda.Event()
-    states[tensor.device] = (event, flat)
-host = flat[:count].view(tensor.shape)
-stream = torch.cuda.current_stream(tensor.device)
-with torch.cuda.stream(stream):
-    host.copy_(tensor, non_blocking=True)
-    event.record(stream)
-event.synchronize()
-return host.tolist()
+_SUMMARY = "Return ``tensor.tolist()``, waiting for this copy only, not for the whole GPU."
+_STATE_COMMENT = "# State of {helper}(): per thread, an event and a pinned buffer per device."
+
+# The helper's state and the helper (its docstring is added to the parsed function). The
+# code is indented by one unit of its own, so the parse records each block as indented by
+# the module's unit, and the helper takes the unit of the file it joins. `{self}` is the
+# first parameter (`self, ` in a method), `{local}` the state as the helper reads it.
+_HELPER = '''\
+{state} = threading.local()
+
+def {helper}({self}tensor: torch.Tensor):
+    if not tensor.is_cuda:
+        return tensor.tolist()
+    count = tensor.numel()
+    states = getattr({local}, "states", None)
+    if states is None:
+        states = {local}.states = {{}}
+    event, flat = states.get(tensor.device) or (None, None)
+    if flat is None or flat.dtype != tensor.dtype or flat.numel() < count:
+        size = max(count, {capacity}flat.numel() if flat is not None else 0)
+        flat = torch.empty(size, dtype=tensor.dtype, device="cpu", pin_memory=True)
+        if event is None:
+            event = torch.cuda.Event()
+        states[tensor.device] = (event, flat)
+    host = flat[:count].view(tensor.shape)
+    stream = torch.cuda.current_stream(tensor.device)
+    with torch.cuda.stream(stream):
+        host.copy_(tensor, non_blocking=True)
+        event.record(stream)
+    event.synchronize()
+    return host.tolist()
 '''
-
-_METHOD = '''\
-# State of {helper}(): per thread, an event and a pinned buffer per device.
-{local} = threading.local()
-
-def {helper}(self, tensor: torch.Tensor):
-    """Return ``tensor.tolist()``, waiting for this copy only, not for the whole GPU.
-
-{why}
-    """
-{body}'''
-
-_FUNCTION = '''\
-# State of {helper}(): per thread, an event and a pinned buffer per device.
-{local} = threading.local()
-
-
-def {helper}(tensor: torch.Tensor):
-    """Return ``tensor.tolist()``, waiting for this copy only, not for the whole GPU.
-
-{why}
-    """
-{body}'''
 
 # Producers whose dtype is known: index-returning reductions give int64.
 _INT64_METHODS = {"argmax", "argmin", "multinomial", "argsort", "nonzero"}
@@ -98,29 +91,36 @@ class Request:
     capacity: str  # what the buffer holds at least: "self.max_num_reqs * 1", or ""
 
 
-def _indent_of(lines: list[str], line: int) -> str:
-    text = lines[line - 1]
-    return text[:len(text) - len(text.lstrip(" \t"))]
+@functools.lru_cache(maxsize=32)
+def _parsed(helper: str, state: str, local: str, capacity: str, method: bool
+            ) -> tuple[Any, Any]:
+    """The helper's state assignment and function, parsed once for each spelling."""
+    code = _HELPER.format(helper=helper, state=state, local=local, capacity=capacity,
+                          self="self, " if method else "")
+    assign, func = cst.parse_module(code).body
+    return assign, func
 
 
-def _indent(block: str, prefix: str) -> str:
-    return "".join(prefix + line if line.strip() else line
-                   for line in block.splitlines(keepends=True))
-
-
-def _why(prefix: str) -> str:
-    return _indent(_WHY, prefix)
-
-
-def _reindent(block: str, step: str) -> str:
-    """Re-indent a 4-space template with the file's own indentation unit."""
-    if step == "    ":
-        return block
-    out = []
-    for line in block.splitlines(keepends=True):
-        spaces = len(line) - len(line.lstrip(" "))
-        out.append(step * (spaces // 4) + " " * (spaces % 4) + line[spaces:])
-    return "".join(out)
+def helper_statements(module: Any, indent: str, helper: str, state: str, local: str,
+                      capacity: str, method: bool) -> list[Any]:
+    """The helper's state (with a comment that says what it holds) and the helper, as
+    LibCST statements for ``module``, to join a block indented by ``indent`` (a method's:
+    the class body; a function's: the module, ``""``). Its docstring's lines are written
+    at the helper's body indentation in that module."""
+    assign, func = _parsed(helper, state, local, capacity, method)
+    body = func.body
+    inner = indent + (module.default_indent if body.indent is None else body.indent)
+    why = "".join(f"{inner}{line}\n" for line in _WHY.split("\n"))
+    doc = cst.SimpleStatementLine([cst.Expr(cst.SimpleString(
+        f'"""{_SUMMARY}\n\n{why}{inner}"""'))])
+    comment = cst.EmptyLine(comment=cst.Comment(_STATE_COMMENT.format(helper=helper)))
+    # PEP 8: methods one blank line apart, top-level definitions two.
+    blanks = [cst.EmptyLine(indent=False) for _ in range(1 if method else 2)]
+    return [
+        assign.with_changes(leading_lines=[comment]),
+        func.with_changes(leading_lines=blanks,
+                          body=body.with_changes(body=(doc, *body.body))),
+    ]
 
 
 def is_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str],
@@ -229,9 +229,15 @@ class EventSyncFixer:
     """Builds the event-sync fix of a readback in one file."""
 
     def __init__(self, tree: ast.Module, text: str, packs: Any, helper: str = DEFAULT_HELPER,
-                 columns: Columns | None = None):
+                 columns: Columns | None = None,
+                 cst_module: Callable[[], Any] | None = None):
+        """``cst_module()``: LibCST's tree of the file (parsed from ``text`` without it),
+        asked for only when a fix inserts a helper."""
         self.tree = tree
         self.lines = split_lines(text)
+        self._cst_module = cst_module or (lambda: cst.parse_module(text))
+        self._module: Any = None
+        self._insertions: dict[tuple[Any, ...], Edit | None] = {}
         self.columns = columns or Columns(text)
         self.packs = packs
         self.helper = helper
@@ -306,27 +312,38 @@ class EventSyncFixer:
         taken = self._self_writes(cls) | set(methods) | _class_names(cls)
         request = self._request(tensor, func, call, cls)
         local = _free_name(f"_{self.helper.lstrip('_')}_local", taken)
-        method_indent = _indent_of(self.lines, methods[next(iter(methods))].lineno) \
-            if methods else _indent_of(self.lines, cls.body[0].lineno)
-        body_indent = _indent_of(self.lines, cls.body[0].lineno)
-        first = next((node for node in methods.values() if node.body), None)
-        inner = _indent_of(self.lines, first.body[0].lineno) if first is not None else ""
-        step = inner[len(method_indent):] or body_indent[len(_indent_of(
-            self.lines, cls.lineno)):] or "    "
-        method = _METHOD.format(helper=self.helper, local=local, why=_why("    "),
-                                body=_indent(_BODY.format(local=f"self.{local}",
-                                                          capacity=request.capacity),
-                                             "    "))
-        method = _indent(_reindent(method, step), body_indent)
-        end_of_class = self._end_of_block(cls)
-        return [
-            self._call_edit(call, self._render(f"self.{self.helper}")),
-            Edit(end_of_class, 1, end_of_class, 1, "\n" + method),
-        ]
+        added = self._helper_edit(cls, local, f"self.{local}", request.capacity)
+        if added is None:
+            return None
+        return [self._call_edit(call, self._render(f"self.{self.helper}")), added]
 
-    def _end_of_block(self, node: ast.stmt) -> int:
-        """The line after a block's last line (past trailing comments of the block)."""
-        return (node.end_lineno or node.lineno) + 1
+    def _helper_edit(self, cls: ast.ClassDef | None, state: str, local: str,
+                     capacity: str) -> Edit | None:
+        """The edit that adds the helper and its state at the end of ``cls`` (None: after
+        the module's docstring and imports), made once per place and spelling; None when
+        LibCST cannot place it. Only here, when a fix inserts a helper, does LibCST parse
+        the whole file."""
+        key = (id(cls), state, capacity)
+        if key in self._insertions:
+            return self._insertions[key]
+        from reviewbot.fixes.cst_insert import add_after_imports, add_to_class
+
+        edit = None
+        try:
+            if self._module is None:
+                self._module = self._cst_module()
+            module = self._module
+
+            def build(indent: str) -> list[Any]:
+                return helper_statements(module, indent, self.helper, state, local, capacity,
+                                         method=cls is not None)
+
+            edit = add_to_class(module, self.tree, cls, self.lines, build) if cls is not None \
+                else add_after_imports(module, self.lines, build)
+        except cst.ParserSyntaxError:
+            pass  # code CPython parses and LibCST does not: no helper, no fix
+        self._insertions[key] = edit
+        return edit
 
     def _request(self, tensor: ast.expr, func: ast.AST, call: ast.Call,
                  cls: ast.ClassDef) -> Request:
@@ -365,22 +382,7 @@ class EventSyncFixer:
         state = f"_{self.helper.lstrip('_').upper()}_LOCAL"
         if state in names:
             return None
-        where = self._after_imports()
-        helper = _FUNCTION.format(helper=self.helper, local=state, why=_why("    "),
-                                  body=_indent(_BODY.format(local=state, capacity=""),
-                                               "    "))
-        return [self._call_edit(call, self._render(self.helper)),
-                Edit(where, 1, where, 1, "\n\n" + helper if where > 1 else helper + "\n\n")]
-
-    def _after_imports(self) -> int:
-        """The line after the module's leading docstring and imports."""
-        line = 1
-        for index, node in enumerate(self.tree.body):
-            is_doc = index == 0 and isinstance(node, ast.Expr) and \
-                isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-            if is_doc or isinstance(node, (ast.Import, ast.ImportFrom)):
-                line = (node.end_lineno or node.lineno) + 1
-            else:
-                break
-        return line
-
+        added = self._helper_edit(None, state, state, "")
+        if added is None:
+            return None
+        return [self._call_edit(call, self._render(self.helper)), added]

@@ -441,7 +441,10 @@ class SyncRule(CstRule):
         key = f"event-sync:{helper}"
         fixer = ctx.memo.get(key)
         if fixer is None:
-            fixer = EventSyncFixer(ctx.ast_tree, ctx.text, ctx.packs, helper, ctx.columns)
+            # The module's LibCST tree (not the functions the rules walk), parsed only when
+            # a fix inserts a helper.
+            fixer = EventSyncFixer(ctx.ast_tree, ctx.text, ctx.packs, helper, ctx.columns,
+                                   lambda: ctx.cst_module)
             ctx.memo[key] = fixer
         func = ctx.gpu.functions.get(self._analysed()[0])
         if func is None:
