@@ -2260,3 +2260,36 @@ def test_a_zero_dim_host_tensor_in_an_op_on_cuda_tensors_leaves_it_on_the_gpu(tm
         """,
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("f/backend.py", 8)]
+
+
+def test_a_method_the_annotated_class_lacks_is_found_by_name(tmp_path, run_cli):
+    # The field is annotated `TokenAllocator`, which has no `alloc_extend`: the object is
+    # a `PagedAllocator` (no common base), whose method is the one that runs.
+    root = write_project(tmp_path, {
+        "k/__init__.py": "",
+        "k/pools.py": """
+            import torch
+
+            class TokenAllocator:
+                def alloc(self, n):
+                    return None
+
+            class PagedAllocator:
+                def __init__(self, device):
+                    self.ret = torch.empty((), dtype=torch.int64, device=device)
+
+                def alloc_extend(self, n):
+                    return self.ret.item()
+        """,
+        "k/batch.py": """
+            import sglang
+            from k.pools import TokenAllocator
+
+            class ScheduleBatch:
+                allocator: TokenAllocator = None
+
+                def prepare_for_extend(self, n):
+                    return self.allocator.alloc_extend(n)
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("k/pools.py", 13)]

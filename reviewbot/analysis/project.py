@@ -1714,7 +1714,7 @@ class Linker:
             typ, _, name = rest.rpartition(":")
             resolved = self.resolve_class(typ)
             if resolved:
-                return self.methods_of(resolved, name)
+                return self._methods_or_like(resolved, name)
             if typ.startswith("()"):
                 # A call's result of a type the project does not say: only a method of a
                 # class the called function's name speaks of (`self.get_sampler().x()`),
@@ -1726,7 +1726,7 @@ class Linker:
             attr, _, name = rest.partition(":")
             typ = self.attr_type(cls, attr) if cls else None
             if typ:
-                return self.methods_of(typ, name)
+                return self._methods_or_like(typ, name)
             if cls and self._run_time_class(cls, attr):
                 return self._implementations(name)
             return self._by_name(name)
@@ -1735,6 +1735,18 @@ class Linker:
             return self._named_like(self._by_name(name), receiver) or \
                 self._named_after(name, receiver)
         return []
+
+    def _methods_or_like(self, cls: str, name: str) -> list[str]:
+        """``cls.name``; where neither the declared class nor a base has the method, the
+        object is of another class than its annotation says (`allocator: Allocator`
+        holding a `PagedAllocator` that shares no base): the subclasses' methods of that
+        name, else the project's few methods of that name."""
+        found = self.methods_of(cls, name)
+        if found:
+            return found
+        below = [qual for sub in self.subclasses.get(cls, ())
+                 if (qual := self.method_of(sub, name)) is not None]
+        return below or self._by_name(name)
 
     def _named_after(self, name: str, receiver: str) -> list[str]:
         """The method ``name`` of the class an object is named after
