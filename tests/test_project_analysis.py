@@ -2293,3 +2293,45 @@ def test_a_method_the_annotated_class_lacks_is_found_by_name(tmp_path, run_cli):
         """,
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("k/pools.py", 13)]
+
+
+def test_a_field_allocated_on_a_device_is_a_tensor_field_across_modules(tmp_path, run_cli):
+    # The pool's table is made on the pool's device in its __init__ (no annotation), and
+    # the queue in another module copies a row of it to the host every step; the pool's
+    # pinned staging buffer and its CPU mirror are host tensors.
+    root = write_project(tmp_path, {
+        "d/__init__.py": "",
+        "d/pool.py": """
+            import torch
+
+            class ReqToTokenPool:
+                def __init__(self, size, device):
+                    self.req_to_token = torch.zeros((size, 8), dtype=torch.int32, device=device)
+                    self.staging = torch.zeros(size, dtype=torch.int32, pin_memory=True)
+                    self.table_cpu = torch.zeros(size, device="cpu")
+        """,
+        "d/queue.py": """
+            import sglang
+            from d.pool import ReqToTokenPool
+
+            class DecodeQueue:
+                def __init__(self, pool: ReqToTokenPool):
+                    self.req_to_token_pool = pool
+
+                def pop_preallocated(self, idx):
+                    rows = self.req_to_token_pool.req_to_token[idx].cpu()
+                    staged = self.req_to_token_pool.staging[idx].tolist()
+                    return rows, staged, self.req_to_token_pool.table_cpu[idx].item()
+
+            class Scheduler:
+                def __init__(self, queue: DecodeQueue):
+                    self.queue = queue
+
+                def event_loop_normal(self):
+                    while True:
+                        self.queue.pop_preallocated(0)
+                        self.run_batch(None)
+        """,
+    })
+    assert [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)] == [
+        ("d/queue.py", 10, "RB103")]

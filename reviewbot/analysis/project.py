@@ -42,7 +42,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 33
+SUMMARY_VERSION = 34
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -629,6 +629,9 @@ class _Summariser:
                     types[target.id] = types[value.id]
             elif cls is not None and isinstance(target, ast.Attribute) and \
                     isinstance(target.value, ast.Name) and target.value.id == "self":
+                made = self._allocated_kind(value)
+                if made is not None:  # `self.req_to_token = torch.zeros(..., device=device)`
+                    cls["fields"].setdefault(target.attr, made)
                 found = typ or (types.get(value.id) if isinstance(value, ast.Name) else None)
                 if found:
                     known = cls["attrs"].get(target.attr)
@@ -662,6 +665,30 @@ class _Summariser:
                     aliases = cls.setdefault("aliases", {}).setdefault(target.attr, [])
                     if "()" + value.func.attr not in aliases:
                         aliases.append("()" + value.func.attr)
+
+    def _allocated_kind(self, value: ast.expr | None) -> str | None:
+        """What a torch factory given a device makes: "cpu" on the host (`device="cpu"`,
+        pinned), "tensor" on a device it names (a variable: the default device decides);
+        None for anything else, and for a factory without a device (a module may be built
+        under `with torch.device(...)`)."""
+        if not isinstance(value, ast.Call) or not value.keywords:
+            return None
+        from reviewbot.analysis.gpu import TORCH_FACTORIES
+
+        qual = self.qualify(_dotted(value.func) or "") or ""
+        if not qual.startswith("torch.") or qual.rpartition(".")[2] not in TORCH_FACTORIES:
+            return None
+        keywords = {k.arg: k.value for k in value.keywords if k.arg}
+        pinned = keywords.get("pin_memory")
+        if isinstance(pinned, ast.Constant) and pinned.value is True:
+            return "cpu"
+        device = keywords.get("device")
+        if device is None:
+            return None
+        if isinstance(device, ast.Constant):
+            return "cpu" if device.value == "cpu" else "tensor" if isinstance(
+                device.value, str) and device.value.startswith("cuda") else None
+        return "tensor"
 
     def _text_ref(self, dotted: str, types: Mapping[str, str], on_super: bool) -> str | None:
         """The call reference (`S:`, `A:`, `T:`, `Q:`, `F:`, `M:`) of a dotted callee."""
