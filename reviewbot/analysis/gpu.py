@@ -572,7 +572,10 @@ def _short(expr: ast.expr) -> str:
 _DEBUG_WORDS = frozenset({"debug", "trace", "tracing", "validate", "asserts", "sanity",
                           "stats", "timing", "time", "timed", "profile", "profiling",
                           "profiler", "verbose", "envs", "environ", "getenv", "env",
-                          "diagnostics", "diagnostic", "log", "logging", "loglevel"})
+                          "diagnostics", "diagnostic", "log", "logging", "loglevel",
+                          # opt-in checks and recorders: `if self.enable_nan_detection:`,
+                          # `if not self._record: return`
+                          "detection", "record", "recording"})
 _CAPTURE_WORDS = frozenset({"capture", "capturing"})
 _OTHER_PLATFORMS = frozenset({"npu", "xpu", "hpu", "tpu", "hip", "rocm", "neuron", "mlu",
                               "musa", "mps", "gaudi", "ascend", "cpu"})

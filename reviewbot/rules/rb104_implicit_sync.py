@@ -111,6 +111,9 @@ class ImplicitSync(SyncRule):
         Valid(_HEAD + "        picks = t.clone()\n        return t[picks]\n"),
         # A Python scalar put where the mask is true is a masked_fill: no count is needed.
         Valid(_HEAD + "        t[t > 0] = float(n)\n        return t\n"),
+        # An opt-in check (`--enable-nan-detection`).
+        Valid(_HEAD + "        if self.enable_nan_detection and torch.isnan(t).any():\n"
+                      "            raise ValueError('NaN')\n"),
         # Sizes the host knows: a shape, a Python int.
         Valid(_HEAD + "        return torch.empty(t.shape[0], n, device='cuda')\n"),
     ]
