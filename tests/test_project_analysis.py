@@ -2335,3 +2335,46 @@ def test_a_field_allocated_on_a_device_is_a_tensor_field_across_modules(tmp_path
     })
     assert [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)] == [
         ("d/queue.py", 10, "RB103")]
+
+
+def test_a_bound_method_handed_to_a_helper_as_a_callback_is_called(tmp_path, run_cli):
+    # `set_active(requests, self._apply, self.manager.set_mapping)`: the helper in another
+    # module calls both, every step; a callback passed on a continuation line counts too.
+    root = write_project(tmp_path, {
+        "l/__init__.py": "",
+        "l/utils.py": """
+            def set_active(requests, apply_func, set_mapping_func):
+                apply_func(requests)
+                set_mapping_func(requests)
+        """,
+        "l/manager.py": """
+            import torch
+
+            class Manager:
+                def __init__(self, device):
+                    self.indices = torch.zeros(8, dtype=torch.int64, device=device)
+
+                def set_mapping(self, requests):
+                    return self.indices.max().item()
+        """,
+        "l/runner.py": """
+            import torch
+            import vllm
+            from l.manager import Manager
+            from l.utils import set_active
+
+            class ModelRunner:
+                def __init__(self, device):
+                    self.manager = Manager(device)
+                    self.lens = torch.zeros(8, device=device)
+
+                def execute_model(self, requests):
+                    set_active(requests, self._apply,
+                               self.manager.set_mapping)
+
+                def _apply(self, requests):
+                    return self.lens.sum().item()
+        """,
+    })
+    assert sorted((f["path"], f["line"]) for f in sync_findings(run_cli, root)) == [
+        ("l/manager.py", 9), ("l/runner.py", 17)]

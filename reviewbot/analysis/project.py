@@ -42,7 +42,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 35
+SUMMARY_VERSION = 37
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -90,6 +90,9 @@ def _specific_method_name(name: str) -> bool:
 
 
 _CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s*\(|super\(\)\.(\w+)\s*\(")
+# A bound method handed to a call as a callback (`run(reqs, self._apply, self.mgr.sync)`):
+# the callee calls it.
+_CALLBACK = re.compile(r"(?:^|[(,])\s*((?:self|cls)(?:\.[A-Za-z_]\w*)+)\s*(?=[,)])")
 _ATTRIBUTE = re.compile(r"\.([A-Za-z_]\w*)")
 _KEYWORDS = frozenset({"if", "elif", "while", "for", "return", "and", "or", "not", "in", "is",
                        "assert", "yield", "await", "lambda", "with", "del", "raise", "print",
@@ -552,6 +555,13 @@ class _Summariser:
             if flag == 2:
                 continue
             line = self.lines[first - 1 + offset] if first - 1 + offset < len(self.lines) else ""
+            if "self." in line or "cls." in line:
+                code = line.split("#", 1)[0] if "#" in line else line
+                for match in _CALLBACK.finditer(code):
+                    ref = self._text_ref(match.group(1), types, False)
+                    if ref is not None and ref not in seen:
+                        seen.add(ref)
+                        calls.append(ref)
             if "(" not in line:
                 continue
             code = line.split("#", 1)[0] if "#" in line else line
