@@ -2378,3 +2378,25 @@ def test_a_bound_method_handed_to_a_helper_as_a_callback_is_called(tmp_path, run
     })
     assert sorted((f["path"], f["line"]) for f in sync_findings(run_cli, root)) == [
         ("l/manager.py", 9), ("l/runner.py", 17)]
+
+
+def test_a_logits_processor_runs_every_step_without_an_engine_pack(tmp_path, run_cli):
+    # A project with no engine pack: a logits processor's __call__ runs on every step's
+    # logits (the sampler walks a list of them), so its readback is reported.
+    root = write_project(tmp_path, {
+        "g/__init__.py": "",
+        "g/processors.py": """
+            import torch
+
+            class BanTokensLogitsProcessor:
+                def __init__(self, banned):
+                    self.banned = banned
+
+                def __call__(self, input_ids, scores: torch.Tensor):
+                    if scores.isinf().all():
+                        return scores
+                    return scores
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [
+        ("g/processors.py", 9)]
