@@ -24,6 +24,7 @@ same command prints the sampled precision.
     python benchmarks/accuracy.py                      # every release, packs on
     python benchmarks/accuracy.py --packs both --json benchmarks/results/accuracy.json
     python benchmarks/accuracy.py --release vllm-0.33.0 --misses   # list FN and FP lines
+    python benchmarks/accuracy.py --findings-dir /tmp/run-a   # keep the findings to diff
     python benchmarks/accuracy.py --sample 100 --seed 1
 
 Runs outside CI: the wheels are large and need PyPI.
@@ -297,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-split", choices=("test", "tune", "all"), default="test",
                         help="which trees --sample draws from (default: the newest, test)")
     parser.add_argument("--json", type=Path, help="also write the scores as JSON here")
+    parser.add_argument("--findings-dir", type=Path,
+                        help="also write each tree's RB1xx findings here, as JSON "
+                             "(<engine>-<release>-packs-<on|off>.json), to compare runs")
     parser.add_argument("--check-arg", action="append", default=[],
                         help="an extra argument for reviewbot check (repeatable)")
     args = parser.parse_args(argv)
@@ -318,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
                 tree = tree_for(release, engine)
                 problems += [f"{engine}-{release}: {p}" for p in stale(labels, tree)]
                 findings = run_check(tree, packs, args.check_arg)
+                if args.findings_dir is not None:
+                    args.findings_dir.mkdir(parents=True, exist_ok=True)
+                    (args.findings_dir / f"{engine}-{release}-packs-{packs}.json").write_text(
+                        json.dumps(findings, indent=1, sort_keys=True), encoding="utf-8")
                 total, per_rule, per_op = score(labels, findings)
                 split = labels[0].split
                 print(row(f"{engine} {release} ({split})", total, f" {len(findings)} |"))
