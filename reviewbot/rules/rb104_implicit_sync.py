@@ -24,6 +24,22 @@ _CASTS = ("bool", "int", "float")
 _SIZED = frozenset({"empty", "zeros", "ones", "rand", "randn", "arange", "full"})
 
 
+# Reductions that leave one element on the device.
+_REDUCTIONS = frozenset({"sum", "max", "min", "amax", "amin", "prod", "mean"})
+
+
+def _element_of_tensor(expr: cst.BaseExpression) -> bool:
+    """An expression that reads an element of a tensor as written: an index
+    (`lens[-1]`), a reduction (`t.sum()`), or arithmetic on one (`lens[-1] + 1`)."""
+    if isinstance(expr, cst.Subscript):
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        return expr.func.attr.value in _REDUCTIONS
+    if isinstance(expr, cst.BinaryOperation):
+        return _element_of_tensor(expr.left) or _element_of_tensor(expr.right)
+    return False
+
+
 def _holds_subscript(target: cst.BaseExpression) -> bool:
     """``x[i] = ...`` or ``a, x[i] = ...``."""
     if isinstance(target, (cst.Tuple, cst.List)):
@@ -53,7 +69,8 @@ class ImplicitSync(SyncRule):
     In a function that runs every step, finds a CUDA tensor used as a condition (`if t:`,
     `while t`, `assert t`, `t > 0` as a test, `t and x`), passed to `bool()`, `int()` or
     `float()` (`bool(m is not None and m.any())` passes the last operand), used to index a
-    Python list or as a size of a torch factory (`torch.empty(lens[-1])`, `torch.arange(n)`);
+    Python list, or read as an element (`lens[-1]`, `t.sum()`) for a size of a torch
+    factory (`torch.empty(lens[-1])`);
     and ops whose output size depends on the data: `torch.nonzero` /
     `t.nonzero()`, boolean-mask indexing `t[mask]` (a mask by how it was made, or a CUDA
     index named `*mask`), `torch.unique`,
@@ -309,8 +326,10 @@ class ImplicitSync(SyncRule):
                              fact.kind, fact.evidence, chain)
 
     def _sizes(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
-        """``torch.empty(t[-1], 4)``, ``torch.arange(n)`` with a CUDA tensor for a size or
-        a bound: the factory needs a Python int, so the host reads the tensor first."""
+        """``torch.empty(t[-1], 4)``, ``torch.arange(t.sum())`` with an element of a CUDA
+        tensor for a size or a bound: the factory needs a Python int, so the host reads the
+        tensor first. Only an element read as written (an index, a reduction) counts: a
+        plain name may hold a Python int that the analysis took for a tensor."""
         args = self.positional(node)
         if qual == "torch.full":
             args = args[:1]  # the size; the fill value is not a size
@@ -324,6 +343,8 @@ class ImplicitSync(SyncRule):
             else:
                 dims.append(arg)
         for dim in dims:
+            if not _element_of_tensor(dim):
+                continue  # a name may hold a Python int the analysis took for a tensor
             fact = self.device(dim)
             if fact is not None and fact.kind == CUDA:
                 self.report_sync(node, f"the CUDA tensor `{self.short(dim)}` as a size of "
