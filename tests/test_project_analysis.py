@@ -2400,3 +2400,43 @@ def test_a_logits_processor_runs_every_step_without_an_engine_pack(tmp_path, run
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [
         ("g/processors.py", 9)]
+
+
+def test_a_module_held_in_an_attribute_of_a_declared_class_and_a_named_device_check(tmp_path,
+                                                                                     run_cli):
+    # The sampler class declares fields (so the parameter is an object of a known class),
+    # and its name says nn.Module: calling `self.sampler(...)` gives a CUDA tensor. A block
+    # behind `device_type != "cuda"` (a name for `scores.device.type`) runs off the GPU.
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/sampler.py": """
+            from dataclasses import dataclass
+
+            import torch
+
+            class RejectionSampler(torch.nn.Module):
+                probs_dtype: torch.dtype = torch.float32
+
+                def forward(self, probs):
+                    return probs.argmax(-1)
+        """,
+        "s/worker.py": """
+            import torch
+            import vllm
+            from s.sampler import RejectionSampler
+
+            class SpecWorker:
+                def __init__(self, sampler: RejectionSampler):
+                    self.sampler = sampler
+
+                def execute_model(self, probs, scores: torch.Tensor):
+                    accepted = self.sampler(probs)
+                    kept = accepted[accepted != -1]
+                    device_type = scores.device.type
+                    if device_type != "cuda":
+                        scores = scores.to("cpu").float()
+                    return kept, scores
+        """,
+    })
+    assert [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)] == [
+        ("s/worker.py", 12, "RB104")]

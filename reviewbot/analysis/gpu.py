@@ -606,7 +606,8 @@ def _platform_check(test: ast.expr) -> str | None:
 def _device_check(test: ast.expr) -> str | None:
     """"cpu" for a test that holds only for a tensor on the host (``t.device.type ==
     "cpu"``, ``t.device == torch.device("cpu")``, ``str(t.device) != "cuda"``; also any other
-    device type, ``t.device.type == "mps"``), "cuda" for
+    device type, ``t.device.type == "mps"``; a name for one, ``device_type != "cuda"``),
+    "cuda" for
     one that holds only on the GPU, else None."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
             isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
@@ -626,8 +627,9 @@ def _device_check(test: ast.expr) -> str | None:
         left = left.args[0]
     if isinstance(left, ast.Attribute) and left.attr == "type":
         left = left.value
-    if not (isinstance(left, ast.Attribute) and left.attr == "device"):
-        return None
+    named = isinstance(left, ast.Name) and left.id.lower().endswith(("device_type", "device"))
+    if not (named or isinstance(left, ast.Attribute) and left.attr == "device"):
+        return None  # `device_type = scores.device.type` first: a name that says so
     on_host = (right.value != "cuda") == isinstance(test.ops[0], ast.Eq)
     return "cpu" if on_host else "cuda"
 
@@ -2537,7 +2539,12 @@ class FunctionWalker:
             if callee is not None:
                 return self.m.return_label(
                     callee, self._record_call(callee, node, args, kwargs, skip_self=True))
-            if self._attribute(func).kind == MODULE:
+            held = self._attribute(func)
+            if held.kind == MODULE or (held.kind == OBJECT and any(
+                    _matches(key.rpartition(".")[2], self.m.packs.module_classes)
+                    for key in held.why.split("|") if key)):
+                # An attribute holding a module (`self.sampler: RejectionSampler`): its
+                # call runs on the model's device.
                 return Label(CUDA, f"output of {_short(func)} at line {node.lineno}")
             return self._annotated_return(func.attr)
         if method in ("to", "cuda", "half", "float", "bfloat16", "eval", "train",
