@@ -2440,3 +2440,38 @@ def test_a_module_held_in_an_attribute_of_a_declared_class_and_a_named_device_ch
     })
     assert [(f["path"], f["line"], f["code"]) for f in sync_findings(run_cli, root)] == [
         ("s/worker.py", 12, "RB104")]
+
+
+def test_the_copy_that_moves_a_field_to_the_host_is_itself_a_sync(tmp_path, run_cli):
+    # `out.logprobs = out.logprobs.tolist()` makes the field's device depend on when it is
+    # read, so elsewhere no default device is taken; but this line reads it before the move.
+    root = write_project(tmp_path, {
+        "o/__init__.py": "",
+        "o/types.py": """
+            from dataclasses import dataclass
+            from typing import Optional
+
+            import torch
+
+            @dataclass
+            class Output:
+                logprobs: Optional[torch.Tensor] = None
+        """,
+        "o/processor.py": """
+            import sglang
+            from o.types import Output
+
+            class Scheduler:
+                def process_batch_result(self, out: Output):
+                    out.logprobs = out.logprobs.tolist()
+                    return out
+
+                def stream_output(self, out: Output):
+                    return out.logprobs.tolist()
+
+                def event_loop_normal(self):
+                    while True:
+                        self.stream_output(self.process_batch_result(self.run_batch()))
+        """,
+    })
+    assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("o/processor.py", 7)]

@@ -555,6 +555,20 @@ def _scalar_expr(expr: ast.expr) -> bool:
         expr.func.id in ("int", "float") and len(expr.args) == 1
 
 
+def _moved_field(node: ast.Assign) -> str | None:
+    """The field an assignment moves to the host (``out.lp = out.lp.tolist()``, also
+    inside ``tuple(...)``): the field's name, else None."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute):
+        return None
+    target = _dotted_text(node.targets[0])
+    for call in ast.walk(node.value):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
+                call.func.attr in ("tolist", "cpu", "numpy", "to") and \
+                target is not None and _dotted_text(call.func.value) == target:
+            return node.targets[0].attr
+    return None
+
+
 def _short(expr: ast.expr) -> str:
     parts: list[str] = []
     node = expr
@@ -1779,6 +1793,7 @@ class FunctionWalker:
         self.tests: dict[str, ast.expr] = {}  # `is_t = isinstance(x, torch.Tensor)`
         # Names and attribute chains the earlier operands of an `and` proved not tensors.
         self.narrowed: dict[str, Label] = {}
+        self.moving: str | None = None  # the field the assignment being walked moves to the host
         self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
         # Each labelled expression's (label, flags: 1 quiet, 2 in a sync-allowed block), by
@@ -2018,7 +2033,10 @@ class FunctionWalker:
         """Walk one statement."""
         if isinstance(node, ast.Assign):
             self.async_copy_line = None
+            # `out.logprobs = out.logprobs.tolist()`: the field is read before it is moved.
+            self.moving = _moved_field(node)
             label = self.label(node.value)
+            self.moving = None
             if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 name = node.targets[0].id
                 if _type_test(node.value):
@@ -2405,8 +2423,8 @@ class FunctionWalker:
                               "its declaration says so)")
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
-        if attr in self.m.moved_to_host:
-            return UNKNOWN_L
+        if attr in self.m.moved_to_host and attr != self.moving:
+            return UNKNOWN_L  # where it is not the copy that moves it to the host
         if self.m.default_cuda and not shape_named(attr):
             return Label(CUDA, f"`{owner}.{attr}` is declared torch.Tensor and nothing puts it "
                                "on the CPU (devices.default: cuda)", mask_named(attr), weak=True)
