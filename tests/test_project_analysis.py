@@ -2475,3 +2475,32 @@ def test_the_copy_that_moves_a_field_to_the_host_is_itself_a_sync(tmp_path, run_
         """,
     })
     assert [(f["path"], f["line"]) for f in sync_findings(run_cli, root)] == [("o/processor.py", 7)]
+
+
+def test_a_class_named_like_a_model_that_is_no_module_holds_no_outputs(tmp_path, run_cli):
+    # `LoRAModel` holds adapter weights (no nn.Module base): what its methods return says
+    # nothing about the GPU, so `if not lora_model.check_name(n):` is no sync.
+    root = write_project(tmp_path, {
+        "r/__init__.py": "",
+        "r/lora.py": """
+            class LoRAModel:
+                def __init__(self, loras):
+                    self.loras = loras
+
+                def check_name(self, name):
+                    return name in self.loras
+        """,
+        "r/runner.py": """
+            import torch
+            import vllm
+            from r.lora import LoRAModel
+
+            class ModelRunner:
+                def execute_model(self, lora_model: LoRAModel, names):
+                    kept = [n for n in names if not lora_model.check_name(n)]
+                    if lora_model.check_name("lm_head"):
+                        return kept
+                    return names
+        """,
+    })
+    assert sync_findings(run_cli, root) == []

@@ -1261,6 +1261,8 @@ class ModuleAnalyzer:
         self.class_fields: dict[str, dict[str, str]] = devices.get("classes", {}) or {}
         # key -> field -> the key of the project class the field holds an object of
         self.class_attrs: dict[str, dict[str, str]] = devices.get("class_attrs", {}) or {}
+        # Imported project classes that are nn.Modules (by the qualified name imported).
+        self.module_keys = frozenset(devices.get("modules", ()))
         self.other_platform = bool(devices.get("other_platform"))
         # function -> tensor parameters a caller elsewhere fills with a host value
         self.host_params: dict[str, list[str]] = devices.get("host_params", {}) or {}
@@ -1817,7 +1819,7 @@ class FunctionWalker:
                     label.kind == CPU else label.but(f"passed by a caller: {label.why}")
             elif module.class_key(arg.annotation) is not None:
                 self.env[arg.arg] = Label(OBJECT, module.class_key(arg.annotation) or "")
-            elif arg.annotation is not None and self._names_module(arg.annotation):
+            elif arg.annotation is not None and self._is_module_annotation(arg.annotation):
                 # `sampler: RejectionSampler`: calling it runs a module on its device.
                 self.env[arg.arg] = Label(MODULE, f"`{arg.arg}` is annotated "
                                                   f"{_short(arg.annotation)}, an nn.Module")
@@ -2217,6 +2219,16 @@ class FunctionWalker:
         qual = self.m.names.qualify(target) or ""
         return _matches(qual.rsplit(".", 1)[-1], self.m.packs.sync_allowed_contexts)
 
+    def _is_module_annotation(self, annotation: ast.expr) -> bool:
+        """An annotation naming ``nn.Module`` or a class the project makes an nn.Module
+        (through its bases, in this module or another): not merely a module-like name
+        (`LoRAModel` holds adapter weights)."""
+        qual = self.m.names.qualify(annotation) or ""
+        if qual == "torch.nn.Module" or qual in self.m.module_keys:
+            return True
+        local = self.m.classes.get(annotation.id) if isinstance(annotation, ast.Name) else None
+        return local is not None and local.is_module
+
     def _names_module(self, annotation: ast.expr) -> bool:
         qual = self.m.names.qualify(annotation) or ""
         last = qual.rsplit(".", 1)[-1]
@@ -2559,8 +2571,7 @@ class FunctionWalker:
                     callee, self._record_call(callee, node, args, kwargs, skip_self=True))
             held = self._attribute(func)
             if held.kind == MODULE or (held.kind == OBJECT and any(
-                    _matches(key.rpartition(".")[2], self.m.packs.module_classes)
-                    for key in held.why.split("|") if key)):
+                    key in self.m.module_keys for key in held.why.split("|") if key)):
                 # An attribute holding a module (`self.sampler: RejectionSampler`): its
                 # call runs on the model's device.
                 return Label(CUDA, f"output of {_short(func)} at line {node.lineno}")

@@ -1427,6 +1427,9 @@ class HotFacts:
                                "returns": sorted(names & self.tensor_returns
                                                  | self.imported_returns.get(rel, frozenset()))}
         classes = self.linker.fields_seen_from(rel) if self.linker is not None else {}
+        modules = self.linker.modules_seen_from(rel) if self.linker is not None else []
+        if modules:  # `sampler: RejectionSampler`: an nn.Module class of another module
+            out["modules"] = modules
         if classes:
             out["classes"] = classes
             held = self.linker.classes_held_by(classes)
@@ -1661,6 +1664,20 @@ class Linker:
             if fields:
                 out["local:" + local] = fields
         return out
+
+    def modules_seen_from(self, rel: str) -> list[str]:
+        """The classes a module imports (by the imported name's qualified spelling) that
+        are nn.Modules through their bases in the project."""
+        entry = self.index.by_rel.get(rel)
+        if entry is None or not entry.summary:
+            return []
+        found = []
+        for target in set(entry.summary["imports"].values()):
+            if target.rpartition(".")[2].lstrip("_")[:1].isupper():
+                cls = self.resolve_class(target)
+                if cls and self.is_module_class(cls):
+                    found.append(target)
+        return sorted(found)
 
     def classes_held_by(self, seen: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
         """For the classes a module sees (``fields_seen_from``, which this extends), the
