@@ -1,4 +1,4 @@
-"""The LibCST sync rules against the code before them, and their gate on and off.
+"""The LibCST rules against the code before them, and their gate on and off.
 
 For each tree (default: the unpacked vLLM 0.33.0 and SGLang 0.5.23 wheels under
 ``benchmarks/data``), with the configuration `benchmarks/accuracy.py` uses (packs on, the
@@ -72,7 +72,7 @@ def child(args: list[str]) -> int:
     """``--child on|off COUNTS_DIR CHECK_ARGS...``: run the check in this process with the
     LibCST gate on or off, each process appending what it parsed to COUNTS_DIR."""
     gate, counts = args[0], Path(args[1])
-    from reviewbot import cli, engine, providers
+    from reviewbot import cli, cst_parse, engine
     from reviewbot.context import FileContext
 
     engine.Checker.cst_gate = gate == "on"
@@ -81,7 +81,7 @@ def child(args: list[str]) -> int:
         with open(counts / f"{os.getpid()}.txt", "a", encoding="utf-8") as out:
             out.write(f"{kind}\t{path}\t{functions}\n")
 
-    parse_functions = providers.parse_functions
+    parse_functions = cst_parse.parse_functions
 
     def counted_parse(ctx, infos):  # type: ignore[no-untyped-def]
         wrapper = parse_functions(ctx, infos)
@@ -89,7 +89,7 @@ def child(args: list[str]) -> int:
             note("functions", ctx.path, len(wrapper.roots))
         return wrapper
 
-    providers.parse_functions = counted_parse
+    cst_parse.parse_functions = counted_parse  # the engine imports it when it parses
     whole = FileContext.cst_module.fget
 
     def counted_module(self):  # type: ignore[no-untyped-def]
@@ -134,7 +134,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS / "cst-equivalence.json")
     args = parser.parse_args()
     current = str(Path(sys.executable).with_name("reviewbot"))
-    report: dict = {"config": args.config.name, "trees": {}}
+    selected = next((line.split(":", 1)[1].strip(" []\n") for line in
+                     args.config.read_text(encoding="utf-8").splitlines()
+                     if line.startswith("select:")), "RB1") if args.config.exists() else "RB1"
+    report: dict = {"config": args.config.name, "select": selected, "trees": {}}
     if args.tree and args.out.exists():  # a tree measured again: keep the others
         report = json.loads(args.out.read_text(encoding="utf-8"))
     for name in args.tree or TREES:
@@ -169,9 +172,10 @@ def main() -> int:
 
 
 def _markdown(report: dict) -> str:
-    lines = ["# LibCST sync rules: equivalence, gate and cost", "",
+    selected = report.get("select", "RB1")
+    lines = ["# LibCST rules: equivalence, gate and cost", "",
              f"`python benchmarks/cst_equivalence.py --baseline <reviewbot before the port>`, "
-             f"configuration `{report['config']}` (packs on, `select: [RB1]`), cold "
+             f"configuration `{report['config']}` (packs on, `select: [{selected}]`), cold "
              "(`--no-cache`), default jobs. CPU is the whole run's, workers included.", "",
              "| tree | files | findings before / after / gate off | identical | gate on = off "
              "| files to LibCST (by function / whole) | functions parsed | wall before / after "

@@ -92,16 +92,46 @@ def is_grow_guard(test: cst.BaseExpression) -> bool:
                 text = code_of(node)
                 if any(word in text for word in (".shape", ".numel(", "len(", ".size(")):
                     return True
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
-            operand = node.expression
-            if isinstance(operand, (cst.Name, cst.Attribute)):
-                return True  # if not self._buf:
-            if isinstance(operand, cst.Call) and isinstance(operand.func, cst.Attribute) and \
-                    operand.func.attr.value == "is_pinned":
-                return True  # if not buf.is_pinned(): buf = buf.pin_memory(), once
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not) and \
+                isinstance(node.expression, (cst.Name, cst.Attribute)):
+            return True  # if not self._buf:
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and \
                 node.func.value == "hasattr":
             return True
         if type(node).__name__ not in _SCOPES:
             stack.extend(node.children)
     return False
+
+
+def pins_into_cache(node: cst.If) -> bool:
+    """``if not buf.is_pinned(): cache[key] = buf.pin_memory()``: the pinned copy replaces
+    a cached one, so the next call finds it pinned. Pinning a local copy
+    (``t = t.pin_memory()``) happens on every call."""
+    if not _tests_not_pinned(node.test):
+        return False
+    for statement in _statements(node.body):
+        if isinstance(statement, cst.Assign) and any(
+                isinstance(t.target, (cst.Subscript, cst.Attribute)) for t in statement.targets):
+            return True
+    return False
+
+
+def _tests_not_pinned(test: cst.BaseExpression) -> bool:
+    stack: list[Any] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            operand = node.expression
+            if isinstance(operand, cst.Call) and isinstance(operand.func, cst.Attribute) and \
+                    operand.func.attr.value == "is_pinned":
+                return True
+        if type(node).__name__ not in _SCOPES:
+            stack.extend(node.children)
+    return False
+
+
+def _statements(block: Any) -> Iterator[Any]:
+    """The small statements of a block (not of blocks nested in it)."""
+    for line in getattr(block, "body", ()):
+        if isinstance(line, cst.SimpleStatementLine):
+            yield from line.body

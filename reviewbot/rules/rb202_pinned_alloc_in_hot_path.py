@@ -6,7 +6,7 @@ from reviewbot.lazy import libcst as cst
 
 from reviewbot.providers import HotPathProvider, ImportedNameProvider
 from reviewbot.rule import CstRule, Invalid, Valid
-from reviewbot.rules._alloc import allocation, calls_under, is_grow_guard
+from reviewbot.rules._alloc import allocation, calls_under, is_grow_guard, pins_into_cache
 
 _WORDS = ("pin_memory", "Event(", "Stream(")
 
@@ -19,7 +19,8 @@ class PinnedAllocInHotPath(CstRule):
     `torch.cuda.Event()` and `torch.cuda.Stream()` in a function that runs every step
     (the hot paths of RB101-RB106). An allocation under a guard that makes it happen once
     or only to grow (`if self.buf is None:`, `if self.buf.shape[0] < n:`, `if not
-    buf.is_pinned():`) is not reported.
+    buf.is_pinned(): cache[key] = buf.pin_memory()`) is not reported; pinning a local copy
+    that is not pinned yet happens on every call, and is.
 
     ## Why is this bad?
     Pinned memory comes from `cudaHostAlloc`, which PyTorch caches; when the cache misses,
@@ -83,6 +84,10 @@ class PinnedAllocInHotPath(CstRule):
                 message_contains="execute_model -> _read"),
         Invalid("import torch\nclass R:\n    def execute_model(self, x):\n"
                 "        return x.cpu().pin_memory()\n", line=4),
+        # A local copy pinned when it is not: every call, since each call's tensor is new.
+        Invalid("import torch\nclass R:\n    def execute_model(self, x):\n"
+                "        t = x.cpu()\n        if not t.is_pinned():\n"
+                "            t = t.pin_memory()\n        return t\n", line=6),
     ]
 
     METADATA_DEPENDENCIES = (HotPathProvider, ImportedNameProvider)
@@ -113,6 +118,8 @@ class PinnedAllocInHotPath(CstRule):
 
     def visit_If(self, node: cst.If) -> None:
         self._note_guard(node)
+        if self._chains and self._chains[-1] and pins_into_cache(node):
+            self._grown.update(id(call) for call in calls_under(node.body))
 
     def visit_While(self, node: cst.While) -> None:
         self._note_guard(node)
