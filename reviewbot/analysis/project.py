@@ -1432,7 +1432,7 @@ class HotFacts:
             out["modules"] = modules
         if classes:
             out["classes"] = classes
-            held = self.linker.classes_held_by(classes)
+            held = self.linker.classes_held_by(classes, self.linker.index.by_rel[rel].name)
             if held:  # `result.logits_output.next_token_logprobs`: a field's own fields
                 out["class_attrs"] = held
         if other_platform_path(rel):
@@ -1501,7 +1501,6 @@ class Linker:
                     self.subclasses.setdefault(resolved, []).append(qual)
         self._mro_cache: dict[str, list[str]] = {}
         self._fields_cache: dict[str, dict[str, str]] = {}
-        self._seen_module = ""  # the module whose view fields_seen_from built last
         self._module_cache: dict[str, bool] = {}
         self._by_snake_name: dict[str, list[str]] | None = None
         self._off_cuda: dict[str, bool] = {}
@@ -1649,7 +1648,6 @@ class Linker:
         entry = self.index.by_rel.get(rel)
         if entry is None or not entry.summary:
             return {}
-        self._seen_module = entry.name
         out: dict[str, dict[str, str]] = {}
         for target in set(entry.summary["imports"].values()):
             if not target.rpartition(".")[2].lstrip("_")[:1].isupper():
@@ -1679,8 +1677,9 @@ class Linker:
                     found.append(target)
         return sorted(found)
 
-    def classes_held_by(self, seen: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
-        """For the classes a module sees (``fields_seen_from``, which this extends), the
+    def classes_held_by(self, seen: dict[str, dict[str, str]],
+                        module: str) -> dict[str, dict[str, str]]:
+        """For the classes ``module`` sees (``fields_seen_from``, which this extends), the
         fields each declares or builds as an object of another project class (``out:
         Output``, ``self.sampler = Sampler()``): key -> field -> that class's key, with the
         held classes' own declared fields added to ``seen``, two levels deep and bounded."""
@@ -1688,8 +1687,10 @@ class Linker:
         todo = [(key, 0) for key in list(seen)]
         while todo and len(seen) < MAX_HELD_CLASSES:
             key, depth = todo.pop(0)
-            cls = self.resolve_class(key.removeprefix("local:")) if not key.startswith(
-                "local:") else self._local_class(key)
+            if key.startswith("local:"):  # a class the module itself defines
+                cls = f"{module}.{key[6:]}" if f"{module}.{key[6:]}" in self.classes else None
+            else:
+                cls = self.resolve_class(key)
             if cls is None:
                 continue
             for klass in self.mro(cls):
@@ -1709,13 +1710,6 @@ class Linker:
                             todo.append((target, depth + 1))
                     held.setdefault(key, {})[attr] = target
         return held
-
-    def _local_class(self, key: str) -> str | None:
-        """The class a ``local:Name`` key of the module being linked names: resolved by
-        the caller's module (set by ``fields_seen_from``)."""
-        module = self._seen_module
-        return f"{module}.{key[6:]}" if module and f"{module}.{key[6:]}" in self.classes \
-            else None
 
     def is_module_class(self, cls: str) -> bool:
         """Whether a project class is an ``nn.Module`` (through bases in any module, up the
