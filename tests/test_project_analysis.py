@@ -2504,3 +2504,175 @@ def test_a_class_named_like_a_model_that_is_no_module_holds_no_outputs(tmp_path,
         """,
     })
     assert sync_findings(run_cli, root) == []
+
+
+def test_the_elements_of_a_parameter_annotated_as_a_tuple_of_tensors(tmp_path, run_cli):
+    # `rows, toks = index: tuple[torch.Tensor, torch.Tensor]`, `parts[0]` of a list of
+    # tensors and a loop over them: each element is a tensor (CUDA by devices.default in an
+    # engine); the tuple itself, and a tuple of ints, are not.
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/logits.py": """
+            import torch
+            import vllm
+
+            class MinTokensLogitsProcessor:
+                def _restore(self, logits: torch.Tensor,
+                             index: tuple[torch.Tensor, torch.Tensor],
+                             parts: list[torch.Tensor], shape: tuple[int, int]):
+                    rows, toks = index
+                    if index:
+                        pass
+                    unique = torch.unique_consecutive(rows)
+                    first = parts[0].item()
+                    for part in parts:
+                        part.tolist()
+                    height, width = shape
+                    return int(height), width
+
+                def apply(self, logits: torch.Tensor) -> torch.Tensor:
+                    return self._restore(logits, (logits, logits), [logits], (1, 2))
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("s/logits.py", 12, "RB104"),
+                                         ("s/logits.py", 13, "RB102"),
+                                         ("s/logits.py", 15, "RB101")]
+
+
+def test_a_field_set_on_a_local_object_is_read_back_as_set(tmp_path, run_cli):
+    # `out.logprobs = logprobs[idx]` (CUDA) read back by `out.logprobs.tolist()` in the same
+    # function is a sync, though elsewhere the field is moved to the host and so has no
+    # device of its own; a field set from a host copy is not; nor is one after the object
+    # is bound again.
+    root = write_project(tmp_path, {
+        "w/__init__.py": "",
+        "w/types.py": """
+            from dataclasses import dataclass
+            from typing import Optional
+
+            import torch
+
+            @dataclass
+            class Output:
+                logprobs: Optional[torch.Tensor] = None
+                ranks: Optional[torch.Tensor] = None
+        """,
+        "w/worker.py": """
+            import torch
+            import sglang
+            from w.types import Output
+
+            class Worker:
+                def verify(self, out: Output, logits: torch.Tensor, idx):
+                    logprobs = torch.log_softmax(logits, dim=-1)
+                    out.logprobs = logprobs[idx]
+                    out.ranks = torch.zeros(4)
+                    first = out.logprobs.tolist()
+                    second = out.ranks.tolist()
+                    out = Output()
+                    return first, second, out.logprobs
+
+                def process(self, out: Output):
+                    out.logprobs = out.logprobs.tolist()
+                    return out.logprobs[0]
+
+                def forward_batch_generation(self, batch):
+                    out = self.verify(Output(), batch.logits, batch.idx)
+                    return self.process(out[2])
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("w/worker.py", 11, "RB101"),
+                                         ("w/worker.py", 17, "RB101")]
+
+
+def test_a_class_a_factory_function_makes_overrides_the_interface_it_is_named_for(
+        tmp_path, run_cli):
+    # `class FastPrefillBuilder(underlying_builder):` inside a factory subclasses a builder
+    # chosen at run time: the runner's hot `builder.build(...)` reaches its override, and
+    # the helper it calls; a method of such a class is checked like any other.
+    root = write_project(tmp_path, {
+        "a/__init__.py": "",
+        "a/builder.py": """
+            import torch
+
+            class AttentionMetadataBuilder:
+                def build(self, meta):
+                    raise NotImplementedError
+
+            class FlashMetadataBuilder(AttentionMetadataBuilder):
+                def build(self, meta):
+                    return meta
+
+            class WeightLoader:
+                def build(self, meta):
+                    return meta
+        """,
+        "a/fast.py": """
+            import torch
+
+            def shrink(ids: torch.Tensor):
+                lens = torch.bincount(ids)
+                return int(lens.max().item())
+
+            def create_fast_backend(backend):
+                base = backend.get_builder_cls()
+
+                class FastPrefillBuilder(base):
+                    def build(self, ids: torch.Tensor):
+                        ids.cpu()
+                        return super().build(shrink(ids))
+
+                class FastLoader(base):
+                    def load(self, ids: torch.Tensor):
+                        return shrink(ids)
+
+                return FastPrefillBuilder
+        """,
+        "a/runner.py": """
+            import torch
+            import vllm
+            from a.builder import AttentionMetadataBuilder
+
+            class GPUModelRunner:
+                def __init__(self, builder: AttentionMetadataBuilder):
+                    self.builder = builder
+
+                def execute_model(self, meta):
+                    return self.builder.build(meta)
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("a/fast.py", 6, "RB102"),
+                                         ("a/fast.py", 13, "RB103")]
+
+
+def test_building_a_dataclass_runs_its_post_init_but_init_is_start_up(tmp_path, run_cli):
+    root = write_project(tmp_path, {
+        "m/__init__.py": "",
+        "m/meta.py": """
+            from dataclasses import dataclass
+
+            import torch
+
+            @dataclass
+            class FlexMetadata:
+                query_start_loc: torch.Tensor
+
+                def __post_init__(self):
+                    self.doc_ids = self.query_start_loc.tolist()
+
+            class Other:
+                def __init__(self, x: torch.Tensor):
+                    self.n = x.item()
+        """,
+        "m/runner.py": """
+            import torch
+            import vllm
+            from m.meta import FlexMetadata, Other
+
+            class GPUModelRunner:
+                def execute_model(self, q: torch.Tensor):
+                    Other(q)
+                    return FlexMetadata(query_start_loc=q)
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("m/meta.py", 11, "RB101")]

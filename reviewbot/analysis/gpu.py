@@ -788,6 +788,23 @@ def captures_graph(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
+def classes_made_in(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.ClassDef]:
+    """The classes a function defines in its body (a factory's ``class Builder(base):``),
+    also inside its ``if``/``with``/``try`` blocks, not in nested functions."""
+    found: list[ast.ClassDef] = []
+    todo = list(func.body)
+    while todo:
+        stmt = todo.pop(0)
+        if isinstance(stmt, ast.ClassDef):
+            found.append(stmt)
+        elif isinstance(stmt, (ast.If, ast.With, ast.Try, ast.For, ast.While)):
+            for attr in ("body", "orelse", "finalbody"):
+                todo.extend(getattr(stmt, attr, None) or [])
+            for handler in getattr(stmt, "handlers", None) or []:
+                todo.extend(handler.body)
+    return found
+
+
 def optional_parameters(func: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """The parameters of a function that default to None."""
     spec = func.args
@@ -1330,6 +1347,9 @@ class ModuleAnalyzer:
                 self.functions[info_f.qualname] = info_f
                 if cls is not None:
                     cls.methods.setdefault(node.name, info_f)
+                made = classes_made_in(node)
+                if made:  # a factory's classes: their methods are the project's too
+                    self._index(made, None, prefix + node.name + ".")
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
                 for attr in ("body", "orelse", "finalbody"):
                     self._index(getattr(node, attr, []) or [], cls, prefix)
@@ -1798,6 +1818,12 @@ class FunctionWalker:
         self.moving: str | None = None  # the field the assignment being walked moves to the host
         self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
+        # A parameter annotated as a container of tensors (`tuple[Tensor, Tensor]`,
+        # `list[Tensor]`): its elements' labels (a tuple of each, or one for every element).
+        self.members: dict[str, tuple[Label, ...] | Label] = {}
+        # Whether env holds a field of a local object set here (`out.logprobs = t[idx]`,
+        # keyed "out.logprobs"): read back before what the object's class declares.
+        self.object_fields = False
         # Each labelled expression's (label, flags: 1 quiet, 2 in a sync-allowed block), by
         # its ast span (record_labels).
         self.recorded: dict[tuple[int, int, int, int], tuple[Label, int]] | None = None
@@ -1850,9 +1876,43 @@ class FunctionWalker:
                 self.env[arg.arg] = Label(CUDA, f"`{arg.arg}` is annotated torch.Tensor and "
                                                 "nothing puts it on the CPU (devices.default: "
                                                 "cuda)", mask_named(arg.arg), weak=True)
+            if module.default_cuda and isinstance(arg.annotation, (ast.Subscript, ast.Constant)) \
+                    and self.env.get(arg.arg, UNKNOWN_L).kind in (UNKNOWN, VALUE) and \
+                    not host_named(arg.arg) and not shape_named(arg.arg):
+                count = self._tensor_container(arg.annotation)
+                if count is not None:
+                    element = Label(CUDA, f"the elements of `{arg.arg}` are annotated "
+                                          "torch.Tensor and nothing puts them on the CPU "
+                                          "(devices.default: cuda)", weak=True)
+                    self.members[arg.arg] = element if count == 0 else (element,) * count
 
     def _is_tensor_annotation(self, annotation: ast.expr | None) -> bool:
         return self.m._annotated_tensor(annotation)
+
+    def _tensor_container(self, annotation: ast.expr) -> int | None:
+        """For ``tuple[Tensor, Tensor]``: 2; for ``tuple[Tensor, ...]`` or ``list[Tensor]``
+        (``Sequence``, ``Optional[...]`` of them): 0, any number; else None."""
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return None
+        if not isinstance(annotation, ast.Subscript):
+            return None
+        head = _short(annotation.value).rpartition(".")[2]
+        inner = annotation.slice
+        if head == "Optional":
+            return self._tensor_container(inner)
+        if head in ("list", "List", "Sequence"):
+            return 0 if self._is_tensor_annotation(inner) else None
+        if head not in ("tuple", "Tuple"):
+            return None
+        elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        if len(elts) == 2 and isinstance(elts[1], ast.Constant) and elts[1].value is Ellipsis:
+            return 0 if self._is_tensor_annotation(elts[0]) else None
+        if elts and all(self._is_tensor_annotation(e) for e in elts):
+            return len(elts)
+        return None
 
     # Plumbing -----------------------------------------------------------------------
     def run(self) -> None:
@@ -1914,6 +1974,9 @@ class FunctionWalker:
                 self.bind(target.elts[1], UNKNOWN_L)
             else:
                 self.bind(target, UNKNOWN_L)
+            return
+        if isinstance(iterable, ast.Name) and isinstance(self.members.get(iterable.id), Label):
+            self.bind(target, self.members[iterable.id])  # type: ignore[arg-type]
             return
         label = self.label(iterable, read=True)
         self.bind(target, label if label.kind == CUDA else UNKNOWN_L)
@@ -2007,6 +2070,12 @@ class FunctionWalker:
         """Give an assignment target the label of what is assigned."""
         if isinstance(target, ast.Name):
             label = self.env[target.id] = _host_name_wins(target.id, label)
+            if self.members:
+                self.members.pop(target.id, None)
+            if self.object_fields:
+                prefix = target.id + "."
+                for key in [k for k in self.env if k.startswith(prefix)]:
+                    del self.env[key]
             items = self.items.get(id(value)) if value is not None else None
             if items is not None:
                 self.packed[target.id] = items  # `f(*inputs)` passes each of them
@@ -2017,10 +2086,25 @@ class FunctionWalker:
             label = _host_name_wins(target.attr, label)
             self.self_assignments.setdefault(target.attr, []).append(label)
             self.env["self." + target.attr] = label
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            # `out.logprobs = logprobs[idx]`: what this function reads back from the field.
+            key = target.value.id + "." + target.attr
+            if label.kind in (CUDA, CPU, VALUE):
+                self.env[key] = _host_name_wins(target.attr, label)
+                self.object_fields = True
+            elif self.object_fields:
+                self.env.pop(key, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 for t, v in zip(target.elts, value.elts):
                     self.bind(t, self.label(v), v)
+            elif isinstance(value, ast.Name) and value.id in self.members and \
+                    not any(isinstance(t, ast.Starred) for t in target.elts):
+                members = self.members[value.id]
+                if isinstance(members, Label):
+                    members = (members,) * len(target.elts)
+                for t, member in zip(target.elts, members):
+                    self.bind(t, member if len(members) == len(target.elts) else UNKNOWN_L)
             else:
                 # Unpacking a CUDA result (torch.split, topk, a module's outputs) gives CUDA parts.
                 part = label if label.kind in (CUDA, CPU) else UNKNOWN_L
@@ -2369,6 +2453,12 @@ class FunctionWalker:
             if known is not None:
                 return known
         base_node = node.value
+        if self.object_fields and type(base_node) is ast.Name and \
+                base_node.id != "self":  # type: ignore[attr-defined]
+            local = self.env.get(base_node.id + "." + node.attr)  # type: ignore[attr-defined]
+            if local is not None:
+                self.label(base_node)
+                return local
         if isinstance(base_node, ast.Name) and base_node.id == "self" and self.func.cls:
             local = self.env.get("self." + node.attr)
             if local is not None and local.kind != UNKNOWN:
@@ -2482,6 +2572,14 @@ class FunctionWalker:
     def _subscript(self, node: ast.Subscript, write: bool) -> Label:
         base = self.label(node.value, write=write)
         self.label(node.slice)
+        if type(node.value) is ast.Name and node.value.id in self.members and not write:
+            members = self.members[node.value.id]  # type: ignore[attr-defined]
+            if isinstance(members, Label):
+                return members if not isinstance(node.slice, ast.Slice) else UNKNOWN_L
+            index = node.slice.value if isinstance(node.slice, ast.Constant) else None
+            if isinstance(index, int) and -len(members) <= index < len(members):
+                return members[index]
+            return UNKNOWN_L
         if self.m.kept_on_cpu and _kept_key(node.slice, self.m):
             return Label(CPU, f"`{node.slice.value}` is kept on the host "  # type: ignore
                               "(keep_on_cpu)")

@@ -37,12 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph, error_only,
-                                    guard_of, host_comment, memoised, optional_parameters)
+from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
+                                    classes_made_in, error_only, guard_of, host_comment,
+                                    memoised, optional_parameters)
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 38
+SUMMARY_VERSION = 39
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -183,6 +184,12 @@ def _is_package(folder: Path, known: dict[Any, Any] | None) -> bool:
 # `List[...]` annotations would send nearly every function to the walk.)
 _HOST_HINT = re.compile(r"(?<![A-Za-z0-9])(?:cpu|np|numpy|host|pinned|tolist)"
                         r"(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _last_word(name: str) -> str:
+    """The last CapWords word of a class name (``Builder`` of ``FastPrefillAttentionBuilder``)."""
+    words = re.findall(r"[A-Z][a-z0-9]+", name)
+    return words[-1] if words else ""
 
 
 def _host_copy(expr: ast.expr) -> bool:
@@ -460,6 +467,11 @@ class _Summariser:
                 backing = _property_backing(node) if cls is not None else None
                 if backing is not None:  # `@property def worker(self): return self._worker`
                     cls.setdefault("properties", {})[node.name] = backing
+                made = classes_made_in(node)
+                if made:  # a factory's class (`class Builder(base_cls):` in a function)
+                    self._index(made, None, prefix + node.name + ".")
+                    for made_class in made:
+                        self.classes[prefix + node.name + "." + made_class.name]["made"] = 1
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
                 for attr in ("body", "orelse", "finalbody"):
                     self._index(getattr(node, attr, []) or [], cls, prefix)
@@ -1494,16 +1506,39 @@ class Linker:
                 elif not owner:
                     self.by_function.setdefault(local, []).append(qual)
         self.subclasses: dict[str, list[str]] = {}
+        unplaced: list[str] = []  # a factory's classes whose base is a run-time value
         for qual, (entry, local, info) in self.classes.items():
+            found = False
             for base in info["bases"]:
                 resolved = self.resolve_class(base)
                 if resolved:
                     self.subclasses.setdefault(resolved, []).append(qual)
+                    found = True
+            if not found and info.get("made") and info["bases"]:
+                unplaced.append(qual)
+        if unplaced:
+            self._place_made_classes(unplaced)
         self._mro_cache: dict[str, list[str]] = {}
         self._fields_cache: dict[str, dict[str, str]] = {}
         self._module_cache: dict[str, bool] = {}
         self._by_snake_name: dict[str, list[str]] | None = None
         self._off_cuda: dict[str, bool] = {}
+
+    def _place_made_classes(self, made: list[str]) -> None:
+        """``class FastPrefillBuilder(underlying_builder):`` in a factory function subclasses
+        a class chosen at run time. It is placed under the project's interfaces its name
+        ends like (the root classes with subclasses named ``*Builder``): a hot call of the
+        interface's method reaches its override."""
+        roots: dict[str, list[str]] = {}
+        for base in self.subclasses:
+            info = self.classes[base][2]
+            if not info.get("made") and not any(self.resolve_class(b) for b in info["bases"]):
+                word = _last_word(base.rpartition(".")[2])
+                if word:
+                    roots.setdefault(word, []).append(base)
+        for qual in made:
+            for root in roots.get(_last_word(qual.rpartition(".")[2]), ()):
+                self.subclasses[root].append(qual)
 
     # Names ---------------------------------------------------------------------------
     def _follow(self, qual: str, table: Mapping[str, Any], depth: int = 0) -> str | None:
@@ -1757,7 +1792,13 @@ class Linker:
             return list(candidates) if 0 < len(candidates) <= MAX_NAME_CANDIDATES else []
         if kind == "Q":
             found = self.resolve_function(rest)
-            return [found] if found else []
+            if found:
+                return [found]
+            # Building a dataclass runs its `__post_init__` (a metadata object built every
+            # step checks or derives its fields there); `__init__` is start-up code.
+            built = self.resolve_class(rest)
+            post = self.method_of(built, "__post_init__") if built else None
+            return [post] if post else []
         if kind == "T":
             typ, _, name = rest.rpartition(":")
             resolved = self.resolve_class(typ)
