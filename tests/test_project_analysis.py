@@ -2507,9 +2507,10 @@ def test_a_class_named_like_a_model_that_is_no_module_holds_no_outputs(tmp_path,
 
 
 def test_the_elements_of_a_parameter_annotated_as_a_tuple_of_tensors(tmp_path, run_cli):
-    # `rows, toks = index: tuple[torch.Tensor, torch.Tensor]`, `parts[0]` of a list of
+    # `rows, toks = index: tuple[torch.Tensor, torch.Tensor]`, `parts[0]` of a tuple of
     # tensors and a loop over them: each element is a tensor (CUDA by devices.default in an
-    # engine); the tuple itself, and a tuple of ints, are not.
+    # engine); the tuple itself, a tuple of ints, an element named as shape metadata and
+    # the elements of a list of tensors (often per-item host data) are not.
     root = write_project(tmp_path, {
         "s/__init__.py": "",
         "s/logits.py": """
@@ -2519,8 +2520,13 @@ def test_the_elements_of_a_parameter_annotated_as_a_tuple_of_tensors(tmp_path, r
             class MinTokensLogitsProcessor:
                 def _restore(self, logits: torch.Tensor,
                              index: tuple[torch.Tensor, torch.Tensor],
-                             parts: list[torch.Tensor], shape: tuple[int, int]):
+                             parts: tuple[torch.Tensor, ...], shape: tuple[int, int],
+                             items: list[torch.Tensor],
+                             packed: tuple[torch.Tensor, torch.Tensor]):
                     rows, toks = index
+                    patches, token_grids = packed
+                    token_grids.tolist()
+                    items[0].tolist()
                     if index:
                         pass
                     unique = torch.unique_consecutive(rows)
@@ -2531,12 +2537,13 @@ def test_the_elements_of_a_parameter_annotated_as_a_tuple_of_tensors(tmp_path, r
                     return int(height), width
 
                 def apply(self, logits: torch.Tensor) -> torch.Tensor:
-                    return self._restore(logits, (logits, logits), [logits], (1, 2))
+                    return self._restore(logits, (logits, logits), (logits,), (1, 2), [],
+                                         (logits, logits))
         """,
     })
-    assert sync_sites(run_cli, root) == [("s/logits.py", 12, "RB104"),
-                                         ("s/logits.py", 13, "RB102"),
-                                         ("s/logits.py", 15, "RB101")]
+    assert sync_sites(run_cli, root) == [("s/logits.py", 17, "RB104"),
+                                         ("s/logits.py", 18, "RB102"),
+                                         ("s/logits.py", 20, "RB101")]
 
 
 def test_a_field_set_on_a_local_object_is_read_back_as_set(tmp_path, run_cli):
@@ -2676,3 +2683,38 @@ def test_building_a_dataclass_runs_its_post_init_but_init_is_start_up(tmp_path, 
         """,
     })
     assert sync_sites(run_cli, root) == [("m/meta.py", 11, "RB101")]
+
+
+def test_a_call_on_an_object_named_for_the_end_of_its_class_names(tmp_path, run_cli):
+    # `verify_input.verify(...)` on an object of unknown class reaches the classes whose
+    # names end in its words (`NgramVerifyInput`, `EagleVerifyInput`), not other `verify`s;
+    # a one-word name (`output.verify()`) names no class.
+    root = write_project(tmp_path, {
+        "n/__init__.py": "",
+        "n/spec.py": """
+            import torch
+
+            class NgramVerifyInput:
+                def verify(self, accept: torch.Tensor):
+                    return accept.tolist()
+
+            class EagleVerifyInput:
+                def verify(self, accept: torch.Tensor):
+                    return accept.sum().item()
+
+            class Checkpoint:
+                def verify(self, accept: torch.Tensor):
+                    return accept.cpu()
+        """,
+        "n/worker.py": """
+            import sglang
+
+            class NgramWorker:
+                def forward_batch_generation(self, batch):
+                    verify_input = batch.spec_info
+                    output = batch.output
+                    output.verify(batch.accept)
+                    return verify_input.verify(batch.accept)
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("n/spec.py", 6, "RB101"), ("n/spec.py", 10, "RB102")]

@@ -1122,7 +1122,7 @@ def host_named(name: str) -> bool:
     return any(part in _HOST_WORDS for part in _NAME_PARTS.split(name.lower()))
 
 
-_SHAPE_WORDS = frozenset({"shape", "sizes", "shapes", "thw"})
+_SHAPE_WORDS = frozenset({"shape", "sizes", "shapes", "thw", "grid", "grids"})
 
 
 def shape_named(name: str) -> bool:
@@ -1890,8 +1890,9 @@ class FunctionWalker:
         return self.m._annotated_tensor(annotation)
 
     def _tensor_container(self, annotation: ast.expr) -> int | None:
-        """For ``tuple[Tensor, Tensor]``: 2; for ``tuple[Tensor, ...]`` or ``list[Tensor]``
-        (``Sequence``, ``Optional[...]`` of them): 0, any number; else None."""
+        """For ``tuple[Tensor, Tensor]``: 2; for ``tuple[Tensor, ...]`` (or ``Optional`` of
+        them): 0, any number; else None. A list of tensors is left out: engines keep
+        per-item lists (a request's multimodal positions) on the host as often as not."""
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
                 annotation = ast.parse(annotation.value, mode="eval").body
@@ -1903,8 +1904,6 @@ class FunctionWalker:
         inner = annotation.slice
         if head == "Optional":
             return self._tensor_container(inner)
-        if head in ("list", "List", "Sequence"):
-            return 0 if self._is_tensor_annotation(inner) else None
         if head not in ("tuple", "Tuple"):
             return None
         elts = inner.elts if isinstance(inner, ast.Tuple) else [inner]
@@ -2104,7 +2103,10 @@ class FunctionWalker:
                 if isinstance(members, Label):
                     members = (members,) * len(target.elts)
                 for t, member in zip(target.elts, members):
-                    self.bind(t, member if len(members) == len(target.elts) else UNKNOWN_L)
+                    if len(members) != len(target.elts) or (
+                            isinstance(t, ast.Name) and shape_named(t.id)):
+                        member = UNKNOWN_L  # shape metadata: kept on the host by processors
+                    self.bind(t, member)
             else:
                 # Unpacking a CUDA result (torch.split, topk, a module's outputs) gives CUDA parts.
                 part = label if label.kind in (CUDA, CPU) else UNKNOWN_L

@@ -1522,6 +1522,7 @@ class Linker:
         self._fields_cache: dict[str, dict[str, str]] = {}
         self._module_cache: dict[str, bool] = {}
         self._by_snake_name: dict[str, list[str]] | None = None
+        self._by_snake_tail: dict[str, list[str]] | None = None
         self._off_cuda: dict[str, bool] = {}
 
     def _place_made_classes(self, made: list[str]) -> None:
@@ -1849,8 +1850,21 @@ class Linker:
             for cls in self.classes:
                 key = "_".join(w.lower() for w in _CAMEL_WORD.findall(cls.rpartition(".")[2]))
                 self._by_snake_name.setdefault(key, []).append(cls)
-        return [f"{cls}.{name}" for cls in self._by_snake_name.get(wanted, ())
-                if f"{cls}.{name}" in self.functions]
+        found = [f"{cls}.{name}" for cls in self._by_snake_name.get(wanted, ())
+                 if f"{cls}.{name}" in self.functions]
+        if found:
+            return found
+        # `verify_input.verify()` of an `NgramVerifyInput` or an `EagleVerifyInput`: the
+        # classes whose names end in the receiver's words, when few.
+        if self._by_snake_tail is None:  # "ngram_verify_input" -> under "verify_input"
+            self._by_snake_tail = {}
+            for key, classes in self._by_snake_name.items():
+                words = key.split("_")
+                for start in range(1, len(words) - 1):
+                    self._by_snake_tail.setdefault("_".join(words[start:]), []).extend(classes)
+        found = [f"{cls}.{name}" for cls in self._by_snake_tail.get(wanted, ())
+                 if f"{cls}.{name}" in self.functions]
+        return found if len(found) <= MAX_INTERFACE_IMPLEMENTATIONS else []
 
     def _named_like(self, candidates: list[str], receiver: str,
                     strict: bool = False) -> list[str]:
