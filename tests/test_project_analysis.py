@@ -2718,3 +2718,44 @@ def test_a_call_on_an_object_named_for_the_end_of_its_class_names(tmp_path, run_
         """,
     })
     assert sync_sites(run_cli, root) == [("n/spec.py", 6, "RB101"), ("n/spec.py", 10, "RB102")]
+
+
+def test_a_field_declared_a_python_list_that_the_code_calls_tolist_on_is_a_tensor(
+        tmp_path, run_cli):
+    # `next_token_ids: List[int]` holding the sampler's tensor: the code's `.tolist()` says
+    # the declaration is wrong. A numpy array (which has `.tolist()`) and a list the code
+    # only iterates stay host values.
+    root = write_project(tmp_path, {
+        "g/__init__.py": "",
+        "g/result.py": """
+            from dataclasses import dataclass
+            from typing import List, Optional
+
+            import numpy as np
+
+            @dataclass
+            class GenerationBatchResult:
+                next_token_ids: Optional[List[int]]
+                extend_lens: List[int]
+                scores: np.ndarray
+        """,
+        "g/scheduler.py": """
+            import sglang
+            from g.result import GenerationBatchResult
+
+            class Scheduler:
+                def process_batch_result(self, result: GenerationBatchResult):
+                    (next_token_ids, extend_lens) = (result.next_token_ids, result.extend_lens)
+                    ids = next_token_ids.tolist()
+                    scores = result.scores.tolist()
+                    return ids, scores, [n + 1 for n in extend_lens]
+
+                def event_loop_normal(self):
+                    while True:
+                        self.process_batch_result(self.run_batch())
+        """,
+    })
+    found = sync_findings(run_cli, root)
+    assert [(f["path"], f["line"], f["code"]) for f in found] == [
+        ("g/scheduler.py", 8, "RB101")]
+    assert "declared a Python value but `.tolist()` is called on it" in found[0]["message"]

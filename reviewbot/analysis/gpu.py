@@ -1125,6 +1125,10 @@ def host_named(name: str) -> bool:
 _SHAPE_WORDS = frozenset({"shape", "sizes", "shapes", "thw", "grid", "grids"})
 
 
+# Methods of a tensor (and of numpy arrays, some) that Python lists and numbers lack.
+_TENSOR_ONLY = frozenset({"tolist", "item", "cpu"})
+
+
 def shape_named(name: str) -> bool:
     """Whether a name says it holds the sizes of a batch's items (``image_sizes``,
     ``tgt_sizes``, ``grid_thw``) or a shape (``raw_latent_shape``): metadata that
@@ -2522,6 +2526,8 @@ class FunctionWalker:
         devices.default is cuda and its name does not say host)."""
         if declared == "host" or declared.startswith("mapping:"):
             return Label(VALUE, f"`{owner}.{attr}` is declared a host value")
+        if declared == "python":  # weak: unless the code calls a tensor's method on it
+            return Label(VALUE, f"`{owner}.{attr}` is declared a Python value", weak=True)
         if declared == "cpu":
             return Label(CPU, f"`{owner}.{attr}` is declared a host tensor (the comment on "
                               "its declaration says so)")
@@ -2609,6 +2615,20 @@ class FunctionWalker:
                                node.end_col_offset if node.end_col_offset is not None
                                else node.col_offset)] = (key, line)
 
+    def _misdeclared(self, node: ast.expr, declared: Label, method: str) -> Label:
+        """A field declared a Python value (``next_ids: List[int]``) that the code calls a
+        tensor's method on (``.tolist()``): the declaration is wrong, the value a tensor,
+        taken to be on the GPU (devices.default: cuda)."""
+        label = Label(CUDA, f"{declared.why} but `.{method}()` is called on it: a tensor, "
+                            "and nothing puts it on the CPU (devices.default: cuda)", weak=True)
+        if self.recorded is not None:
+            span = (node.lineno, node.col_offset, node.end_lineno or node.lineno,
+                    node.end_col_offset if node.end_col_offset is not None
+                    else node.col_offset)
+            known = self.recorded.get(span)
+            self.recorded[span] = (label, known[1] if known else 0)
+        return label
+
     def _call(self, node: ast.Call) -> Label:
         label = self._call_result(node)
         if self.host_default and label.kind == CUDA and _kw(node, "device") is None:
@@ -2640,6 +2660,9 @@ class FunctionWalker:
                 receiver = VALUE_L
             else:
                 receiver = self.label(func.value)
+                if receiver.weak and receiver.kind == VALUE and method in _TENSOR_ONLY \
+                        and self.m.default_cuda:
+                    receiver = self._misdeclared(func.value, receiver, method)
         else:
             method, receiver = "", UNKNOWN_L
         if self.report or self._uses_arguments(func, qual, method):

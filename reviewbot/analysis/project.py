@@ -43,7 +43,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 39
+SUMMARY_VERSION = 40
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -457,6 +457,8 @@ class _Summariser:
                             info["attrs"].setdefault(stmt.target.id, typ)
                         kind = self._mapping_values(stmt.annotation) or \
                             self.value_kind(stmt.annotation)
+                        if kind == "host" and _python_typed(stmt.annotation):
+                            kind = "python"  # `next_ids: List[int]`: no tensor method
                         if kind == "tensor" and host_comment(self.lines, stmt.end_lineno or 0):
                             kind = "cpu"  # `prompt_lens: torch.Tensor  # CPU tensor`
                         if kind:
@@ -846,6 +848,26 @@ def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
         if len(out) >= 64:
             break
     return out
+
+
+_PYTHON_TYPES = frozenset({"list", "List", "tuple", "Tuple", "dict", "Dict", "set", "Set",
+                           "Sequence", "Mapping", "Iterable", "int", "float", "bool"})
+
+
+def _python_typed(annotation: ast.expr | None) -> bool:
+    """An annotation naming only Python builtin values (``List[int]``, ``Optional[int]``):
+    types with no ``.tolist()``, ``.item()`` or ``.cpu()`` (numpy arrays have some)."""
+    annotation = _unquoted(annotation)
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        members = [m for m in _union_members(annotation)
+                   if not (isinstance(m, ast.Constant) and m.value is None)]
+        return bool(members) and all(_python_typed(m) for m in members)
+    if isinstance(annotation, ast.Subscript):
+        head = (_dotted(annotation.value) or "").rsplit(".", 1)[-1]
+        if head == "Optional":
+            return _python_typed(annotation.slice)
+        return head in _PYTHON_TYPES
+    return (_dotted(annotation) or "") in _PYTHON_TYPES
 
 
 def _union_members(annotation: ast.expr) -> list[ast.expr]:
