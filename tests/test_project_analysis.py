@@ -506,12 +506,13 @@ def test_declared_fields_paired_buffers_and_aliases(tmp_path, run_cli):
         "s/__init__.py": "",
         "s/batch.py": """
             from dataclasses import dataclass
+            import numpy as np
             import torch
 
             @dataclass
             class Batch:
                 seq_lens: torch.Tensor
-                req_ids: list[int]
+                req_ids: np.ndarray  # a list has no .tolist(): see the Python-value test
                 done_mask: torch.Tensor
         """,
         "s/backend.py": """
