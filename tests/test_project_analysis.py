@@ -2198,7 +2198,7 @@ def test_a_field_holding_another_class_gives_that_class_fields(tmp_path, run_cli
                     (out, bid) = (result.out, result.bid)
                     first = result.out.logprobs.tolist()
                     second = out.logprobs.tolist()
-                    return first, second, out.ids.tolist()
+                    return first, second, out.ids.count(0)
         """,
         "q/scheduler.py": """
             import sglang
