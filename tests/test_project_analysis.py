@@ -2760,3 +2760,25 @@ def test_a_field_declared_a_python_list_that_the_code_calls_tolist_on_is_a_tenso
     assert [(f["path"], f["line"], f["code"]) for f in found] == [
         ("g/scheduler.py", 8, "RB101")]
     assert "declared a Python value but `.tolist()` is called on it" in found[0]["message"]
+
+
+def test_a_mask_made_on_the_host_and_moved_to_the_gpu_is_still_a_mask(tmp_path, run_cli):
+    # `masks = draft_cpu >= 0` (of unknown device), moved with `.to(device)`: indexing a
+    # CUDA tensor with it syncs; indexing with the host copy of a CUDA mask does not.
+    root = write_project(tmp_path, {
+        "b/__init__.py": "",
+        "b/gdn.py": """
+            import torch
+            import vllm
+
+            class GDNAttentionMetadataBuilder:
+                def build(self, query_start_loc: torch.Tensor, draft_cpu):
+                    query_lens = query_start_loc[1:] - query_start_loc[:-1]
+                    masks = draft_cpu >= 0
+                    masks = masks.to(query_start_loc.device, non_blocking=True)
+                    spec = query_lens[~masks]
+                    host = draft_cpu[(query_lens > 0).cpu()]
+                    return spec, host
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("b/gdn.py", 10, "RB104"), ("b/gdn.py", 11, "RB103")]

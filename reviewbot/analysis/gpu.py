@@ -2414,7 +2414,8 @@ class FunctionWalker:
             if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
                 return VALUE_L
             result = combine(labels)
-            return result.but(boolean=True) if result.kind in (CUDA, CPU) else result
+            # Unknown but boolean too: a mask made on the host and moved to the GPU later.
+            return result.but(boolean=True) if result.kind in (CUDA, CPU, UNKNOWN) else result
         if isinstance(node, ast.BoolOp):
             # As a value (`x = a and t`): a test of each operand but the last (a condition
             # tests them all: see condition()).
@@ -2897,29 +2898,31 @@ class FunctionWalker:
             or (len(node.args) >= 2 and _is_true(node.args[-1])))
         if method in ("tolist", "item", "numpy"):
             return VALUE_L
+        mask = receiver.boolean  # a mask moved between devices is still a mask
         if method == "cpu":
-            return Label(CPU, f".cpu() at line {node.lineno}") if receiver.kind != UNKNOWN \
-                else UNKNOWN_L
+            return Label(CPU, f".cpu() at line {node.lineno}", mask) \
+                if receiver.kind != UNKNOWN else UNKNOWN_L
         if method == "cuda":
-            return Label(CUDA, f"moved with .cuda() at line {node.lineno}")
+            return Label(CUDA, f"moved with .cuda() at line {node.lineno}", mask)
         if method == "pin_memory":
-            return Label(CPU, f"pinned at line {node.lineno}")
+            return Label(CPU, f"pinned at line {node.lineno}", mask)
         if method == "to":
             target = self._device_of(node, args, kwargs, 0)
             if target is None:
                 return receiver
             if target.kind in (DEV_CUDA, CUDA):
-                return Label(CUDA, f"moved to {target.why or 'the GPU'} at line {node.lineno}")
+                return Label(CUDA, f"moved to {target.why or 'the GPU'} at line {node.lineno}",
+                             mask)
             if target.kind in (DEV_CPU, CPU):
                 if receiver.kind == CUDA and non_blocking:
                     self.async_copy_line = node.lineno
-                    return Label(CPU, f"non_blocking copy at line {node.lineno}")
-                return Label(CPU, f"copied to the CPU at line {node.lineno}")
+                    return Label(CPU, f"non_blocking copy at line {node.lineno}", mask)
+                return Label(CPU, f"copied to the CPU at line {node.lineno}", mask)
             if target.kind == UNKNOWN:  # .to(device): wherever that is, not where it was
                 if self.m.default_cuda:
                     return Label(CUDA, f"moved to `{_short(_kw(node, 'device') or node.args[0])}`"
                                        f" at line {node.lineno}, taken to be the GPU "
-                                       "(devices.default: cuda)", weak=True)
+                                       "(devices.default: cuda)", mask, weak=True)
                 return UNKNOWN_L
             return receiver
         if method == "copy_":
