@@ -2782,3 +2782,44 @@ def test_a_mask_made_on_the_host_and_moved_to_the_gpu_is_still_a_mask(tmp_path, 
         """,
     })
     assert sync_sites(run_cli, root) == [("b/gdn.py", 10, "RB104"), ("b/gdn.py", 11, "RB103")]
+
+
+def test_a_host_copy_into_another_objects_field_moves_no_field_to_the_host(tmp_path, run_cli):
+    # `meta.seq_lens = batch.seq_lens.tolist()` puts a list in the metadata's field; the
+    # batch's `seq_lens` is still its declared tensor. Moved in place (`out.ids =
+    # out.ids.tolist()`), a field's readers elsewhere may see the list.
+    root = write_project(tmp_path, {
+        "c/__init__.py": "",
+        "c/batch.py": """
+            from dataclasses import dataclass
+            from typing import Optional
+
+            import torch
+
+            @dataclass
+            class ScheduleBatch:
+                seq_lens: torch.Tensor
+                out_ids: Optional[torch.Tensor] = None
+        """,
+        "c/backend.py": """
+            import sglang
+            from c.batch import ScheduleBatch
+
+            class DualChunkBackend:
+                def init_forward_metadata(self, meta, batch: ScheduleBatch):
+                    meta.seq_lens = batch.seq_lens.tolist()
+                    batch.out_ids = batch.out_ids.tolist()
+        """,
+        "c/worker.py": """
+            import sglang
+            from c.batch import ScheduleBatch
+
+            class EAGLEWorker:
+                def forward_batch_generation(self, batch: ScheduleBatch):
+                    total = batch.seq_lens.sum().item()
+                    return total, batch.out_ids.tolist()
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("c/backend.py", 7, "RB101"),
+                                         ("c/backend.py", 8, "RB101"),
+                                         ("c/worker.py", 7, "RB102")]

@@ -43,7 +43,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 40
+SUMMARY_VERSION = 41
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -212,6 +212,14 @@ def _host_copy(expr: ast.expr) -> bool:
     lowered = name.lower()
     return "d2h" in lowered or "to_cpu" in lowered or "to_host" in lowered or (
         host_named(name) and not name.startswith(("is_", "has_")))
+
+
+def _copied_value(call: ast.Call) -> ast.expr:
+    """What a host copy copies: ``t`` of ``t.cpu()`` or of ``_d2h(t)``."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ("cpu", "numpy", "tolist", "to"):
+        return func.value
+    return call.args[0] if call.args else call
 
 
 def _unquoted(annotation: ast.expr | None) -> ast.expr | None:
@@ -644,7 +652,12 @@ class _Summariser:
             typ = self._type_of(stmt.annotation) or typ
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if value is not None and _host_copy(value):
-            self.moved.update(t.attr for t in targets if isinstance(t, ast.Attribute))
+            # Only a field moved in place (`out.lp = out.lp.tolist()`): a host copy put in
+            # another object's field of the same name (`meta.seq_lens =
+            # batch.seq_lens.tolist()`) says nothing of the field it was copied from.
+            copied = _dotted(_copied_value(value))  # type: ignore[arg-type]
+            self.moved.update(t.attr for t in targets if isinstance(t, ast.Attribute)
+                              and copied is not None and _dotted(t) == copied)
         for target in targets:
             if isinstance(target, ast.Name):
                 if typ:
