@@ -2724,8 +2724,8 @@ def test_a_call_on_an_object_named_for_the_end_of_its_class_names(tmp_path, run_
 def test_a_field_declared_a_python_list_that_the_code_calls_tolist_on_is_a_tensor(
         tmp_path, run_cli):
     # `next_token_ids: List[int]` holding the sampler's tensor: the code's `.tolist()` says
-    # the declaration is wrong. A numpy array (which has `.tolist()`) and a list the code
-    # only iterates stay host values.
+    # the declaration is wrong. A numpy array (which has `.tolist()`), a list the code
+    # only iterates and one named as a host value (`seq_lens_cpu`) stay host values.
     root = write_project(tmp_path, {
         "g/__init__.py": "",
         "g/result.py": """
@@ -2739,9 +2739,11 @@ def test_a_field_declared_a_python_list_that_the_code_calls_tolist_on_is_a_tenso
                 next_token_ids: Optional[List[int]]
                 extend_lens: List[int]
                 scores: np.ndarray
+                seq_lens_cpu: List[int]
         """,
         "g/scheduler.py": """
             import sglang
+            import torch
             from g.result import GenerationBatchResult
 
             class Scheduler:
@@ -2749,7 +2751,10 @@ def test_a_field_declared_a_python_list_that_the_code_calls_tolist_on_is_a_tenso
                     (next_token_ids, extend_lens) = (result.next_token_ids, result.extend_lens)
                     ids = next_token_ids.tolist()
                     scores = result.scores.tolist()
-                    return ids, scores, [n + 1 for n in extend_lens]
+                    lens = result.seq_lens_cpu
+                    if isinstance(lens, torch.Tensor):
+                        lens = lens.tolist()
+                    return ids, scores, lens, [n + 1 for n in extend_lens]
 
                 def event_loop_normal(self):
                     while True:
@@ -2758,7 +2763,7 @@ def test_a_field_declared_a_python_list_that_the_code_calls_tolist_on_is_a_tenso
     })
     found = sync_findings(run_cli, root)
     assert [(f["path"], f["line"], f["code"]) for f in found] == [
-        ("g/scheduler.py", 8, "RB101")]
+        ("g/scheduler.py", 9, "RB101")]
     assert "declared a Python value but `.tolist()` is called on it" in found[0]["message"]
 
 

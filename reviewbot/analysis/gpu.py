@@ -2528,7 +2528,8 @@ class FunctionWalker:
         if declared == "host" or declared.startswith("mapping:"):
             return Label(VALUE, f"`{owner}.{attr}` is declared a host value")
         if declared == "python":  # weak: unless the code calls a tensor's method on it
-            return Label(VALUE, f"`{owner}.{attr}` is declared a Python value", weak=True)
+            return Label(VALUE, f"`{owner}.{attr}` is declared a Python value",
+                         weak=not host_named(attr))  # `lens_cpu`: a host value all the same
         if declared == "cpu":
             return Label(CPU, f"`{owner}.{attr}` is declared a host tensor (the comment on "
                               "its declaration says so)")
