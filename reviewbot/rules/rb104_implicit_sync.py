@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from reviewbot.lazy import libcst as cst
 
 from reviewbot.analysis.gpu import mask_named
@@ -40,6 +42,40 @@ def _element_of_tensor(expr: cst.BaseExpression) -> bool:
     return False
 
 
+class _Bindings(cst.CSTVisitor):
+    """Each name a function binds, with the values assigned to it (``None`` for a binding
+    with no single value: a loop target, an augmented or tuple assignment, a parameter)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[cst.BaseExpression | None]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, node.value if len(node.targets) == 1 else None)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target, None)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target, None)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, node.value)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._bind(node.name, None)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if isinstance(target, cst.Name):
+            self.values.setdefault(target.value, []).append(value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, None)
+
+
 def _holds_subscript(target: cst.BaseExpression) -> bool:
     """``x[i] = ...`` or ``a, x[i] = ...``."""
     if isinstance(target, (cst.Tuple, cst.List)):
@@ -69,8 +105,9 @@ class ImplicitSync(SyncRule):
     In a function that runs every step, finds a CUDA tensor used as a condition (`if t:`,
     `while t`, `assert t`, `t > 0` as a test, `t and x`), passed to `bool()`, `int()` or
     `float()` (`bool(m is not None and m.any())` passes the last operand), used to index a
-    Python list, or read as an element (`lens[-1]`, `t.sum()`) for a size of a torch
-    factory (`torch.empty(lens[-1])`);
+    Python list, or read as an element (`lens[-1]`, `t.sum()`, or a name the function binds
+    once to one: `max_k = k.max()`) for a size of a torch factory (`torch.empty(lens[-1])`)
+    or the `k` of `topk`;
     and ops whose output size depends on the data: `torch.nonzero` /
     `t.nonzero()`, boolean-mask indexing `t[mask]` (a mask by how it was made, or a CUDA
     index named `*mask`), `torch.unique`,
@@ -116,7 +153,7 @@ class ImplicitSync(SyncRule):
     # Tests, boolean operators, casts, subscripts and the data-dependent ops.
     CANDIDATES = ("if", "while", "assert", "and", "or", "[", "bool", "int", "float", "equal",
                   "nonzero", "unique", "masked_select", "argwhere", "where", "repeat_interleave",
-                  "empty", "zeros", "ones", "rand", "arange", "full")
+                  "empty", "zeros", "ones", "rand", "arange", "full", "topk")
     NEEDS_CUDA = True
     QUIET_IN_ALLOWED_BLOCKS = False
     VALID = [
@@ -133,6 +170,11 @@ class ImplicitSync(SyncRule):
                       "            raise ValueError('NaN')\n"),
         # Sizes the host knows: a shape, a Python int.
         Valid(_HEAD + "        return torch.empty(t.shape[0], n, device='cuda')\n"),
+        # A name bound more than once, or to something else than an element, and a `k`
+        # that is a Python int.
+        Valid(_HEAD + "        total = t.sum()\n        total = int(n)\n"
+                      "        return torch.arange(total, device='cuda')\n"),
+        Valid(_HEAD + "        k = min(n, 8)\n        return t.topk(k, dim=0)\n"),
     ]
     INVALID = [
         Invalid(_HEAD + "        if t.sum() > 0:\n            return t\n", line=5,
@@ -153,7 +195,18 @@ class ImplicitSync(SyncRule):
                 "        return torch.empty(lens[-1], dtype=torch.int32, device='cuda')\n",
                 line=6, message_contains="as a size of `torch.empty`"),
         Invalid(_HEAD + "        return torch.arange(t.sum(), device='cuda')\n", line=5),
+        # A name bound once to an element of a CUDA tensor.
+        Invalid(_HEAD + "        total = n + (t > 0).sum()\n"
+                "        return torch.arange(total, device='cuda')\n", line=6,
+                message_contains="as a size of `torch.arange`"),
+        Invalid(_HEAD + "        max_k = t.max()\n        return t.topk(max_k, dim=0)\n", line=6,
+                message_contains="as `k` of `topk`"),
     ]
+
+    def __init__(self, settings: Any, ctx: Any = None) -> None:
+        super().__init__(settings, ctx)
+        # function -> the names it binds and their values (found once per function)
+        self._bindings: dict[int, dict[str, list[cst.BaseExpression | None]]] = {}
 
     # Tests -------------------------------------------------------------------------------
     def visit_If(self, node: cst.If) -> None:
@@ -296,6 +349,10 @@ class ImplicitSync(SyncRule):
             qual = self.torch_function(node)
             if qual is not None and qual.count(".") == 1:  # torch.empty, not torch.cuda.x
                 self._sizes(node, qual, chain)
+        elif name == "topk":
+            chain = self.reporting_here()
+            if chain is not False and not self.allowed(node):
+                self._top_k(node, chain)
         elif name in DATA_DEPENDENT or name in ("where", "equal", "repeat_interleave"):
             chain = self.reporting_here()
             if chain is False or self.allowed(node):
@@ -343,13 +400,45 @@ class ImplicitSync(SyncRule):
             else:
                 dims.append(arg)
         for dim in dims:
-            if not _element_of_tensor(dim):
+            if not self._element(dim):
                 continue  # a name may hold a Python int the analysis took for a tensor
             fact = self.device(dim)
             if fact is not None and fact.kind == CUDA:
                 self.report_sync(node, f"the CUDA tensor `{self.short(dim)}` as a size of "
                                  f"`{qual}` (a Python int)", CUDA, fact.evidence, chain)
                 return
+
+    def _element(self, expr: cst.BaseExpression) -> bool:
+        """An element of a tensor as written (`lens[-1]`, `t.max()`), or a name the
+        function binds once, to one (`max_k = k.max()`)."""
+        if _element_of_tensor(expr):
+            return True
+        if not isinstance(expr, cst.Name) or not self._functions:
+            return False
+        func = self._functions[-1]
+        bindings = self._bindings.get(id(func))
+        if bindings is None:
+            collector = _Bindings()
+            func.visit(collector)
+            bindings = self._bindings[id(func)] = collector.values
+        values = bindings.get(expr.value)
+        return values is not None and len(values) == 1 and values[0] is not None and \
+            _element_of_tensor(values[0])
+
+    def _top_k(self, node: cst.Call, chain: tuple[str, ...] | None) -> None:
+        """``logits.topk(max_k)``, ``torch.topk(x, k)`` with an element of a CUDA tensor for
+        ``k``: topk needs a Python int, so the host reads the tensor first."""
+        is_method = isinstance(node.func, cst.Attribute) and \
+            self.torch_function(node) is None
+        args = self.positional(node)
+        k = self.keyword(node, "k") or (args[0] if is_method and args else
+                                        args[1] if not is_method and len(args) > 1 else None)
+        if k is None or not self._element(k):
+            return
+        fact = self.device(k)
+        if fact is not None and fact.kind == CUDA:
+            self.report_sync(node, f"the CUDA tensor `{self.short(k)}` as `k` of `topk` (a "
+                             "Python int)", CUDA, fact.evidence, chain)
 
     def _torch_function(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
         name = qual.rsplit(".", 1)[-1]
