@@ -42,38 +42,32 @@ def _element_of_tensor(expr: cst.BaseExpression) -> bool:
     return False
 
 
-class _Bindings(cst.CSTVisitor):
+def _bindings(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None]]:
     """Each name a function binds, with the values assigned to it (``None`` for a binding
     with no single value: a loop target, an augmented or tuple assignment, a parameter)."""
+    values: dict[str, list[cst.BaseExpression | None]] = {}
 
-    def __init__(self) -> None:
-        self.values: dict[str, list[cst.BaseExpression | None]] = {}
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self._bind(target.target, node.value if len(node.targets) == 1 else None)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._bind(node.target, node.value)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bind(node.target, None)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._bind(node.target, None)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bind(node.target, node.value)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self._bind(node.name, None)
-
-    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+    def bind(target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         if isinstance(target, cst.Name):
-            self.values.setdefault(target.value, []).append(value)
+            values.setdefault(target.value, []).append(value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
-                self._bind(element.value, None)
+                bind(element.value, None)
+
+    stack: list[cst.CSTNode] = [func]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                bind(target.target, node.value if len(node.targets) == 1 else None)
+        elif isinstance(node, (cst.AnnAssign, cst.NamedExpr)):
+            bind(node.target, node.value)
+        elif isinstance(node, (cst.AugAssign, cst.For)):
+            bind(node.target, None)
+        elif isinstance(node, cst.Param):
+            bind(node.name, None)
+        stack.extend(node.children)
+    return values
 
 
 def _holds_subscript(target: cst.BaseExpression) -> bool:
@@ -418,9 +412,7 @@ class ImplicitSync(SyncRule):
         func = self._functions[-1]
         bindings = self._bindings.get(id(func))
         if bindings is None:
-            collector = _Bindings()
-            func.visit(collector)
-            bindings = self._bindings[id(func)] = collector.values
+            bindings = self._bindings[id(func)] = _bindings(func)
         values = bindings.get(expr.value)
         return values is not None and len(values) == 1 and values[0] is not None and \
             _element_of_tensor(values[0])
