@@ -2828,3 +2828,38 @@ def test_a_host_copy_into_another_objects_field_moves_no_field_to_the_host(tmp_p
     assert sync_sites(run_cli, root) == [("c/backend.py", 7, "RB101"),
                                          ("c/backend.py", 8, "RB101"),
                                          ("c/worker.py", 7, "RB102")]
+
+
+def test_a_new_private_function_that_calls_nothing_links_nothing_again(tmp_path, run_cli,
+                                                                       monkeypatch):
+    # A private helper that calls nothing carries nothing the link reads: adding one reuses
+    # the recorded link. One whose name a call already spelled (the caller was written
+    # first) links again: the call now reaches it.
+    root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
+                                    "engine/ops.py": OPS})
+    assert len(sync_findings(run_cli, root)) == 1
+    links = []
+    real_link = Linker.link
+    monkeypatch.setattr(Linker, "link", lambda self: links.append(1) or real_link(self))
+    ops = root / "engine/ops.py"
+    ops.write_text(textwrap.dedent(OPS) + "\ndef _fmt(x):\n    return str(x)\n",
+                   encoding="utf-8")
+    found = sync_findings(run_cli, root)
+    assert [(f["path"], f["line"]) for f in found] == [("engine/ops.py", 5)]
+    assert links == []
+    runner = root / "engine/runner.py"
+    runner.write_text(textwrap.dedent(RUNNER).replace(
+        "return apply_penalties(self.buf)",
+        "return apply_penalties(self.buf), ops._late(self.buf)").replace(
+        "from engine.ops import apply_penalties",
+        "from engine.ops import apply_penalties\nimport engine.ops as ops"), encoding="utf-8")
+    assert len(sync_findings(run_cli, root)) == 1  # `ops._late` is not there yet
+    assert links == [1]
+    ops.write_text(ops.read_text(encoding="utf-8") + "\ndef _late(buf):\n    return buf\n",
+                   encoding="utf-8")
+    assert len(sync_findings(run_cli, root)) == 1
+    assert links == [1, 1]
+    ops.write_text(ops.read_text(encoding="utf-8") + "\ndef _unused(buf):\n    return buf\n",
+                   encoding="utf-8")
+    assert len(sync_findings(run_cli, root)) == 1
+    assert links == [1, 1]

@@ -43,7 +43,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 41
+SUMMARY_VERSION = 42
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -1087,16 +1087,54 @@ class ProjectIndex:
         self.by_rel[entry.rel] = entry
 
 
+def inert_functions(summary: Any) -> list[str]:
+    """The private module-level functions of a summary that call nothing and carry no fact
+    (``def _fmt(x): return str(x)``): the link reads nothing from them, so one added or
+    removed links nothing again, unless the last link saw its name spelled (see
+    ``IndexCache.inert_changes_unseen``)."""
+    functions = summary.get("functions") if isinstance(summary, dict) else None
+    if not isinstance(functions, dict):
+        return []
+    return [name for name, info in functions.items()
+            if isinstance(info, dict) and name.startswith("_") and not name.startswith("__")
+            and "." not in name and not info.get("calls") and not info.get("loop_calls")
+            and set(info) <= _INERT_KEYS]
+
+
+_INERT_KEYS = frozenset({"line", "calls", "loop_calls"})
+_PRIVATE_WORD = re.compile(r"(?<![\w])_\w+")
+
+
+def referenced_private_names(summary: Any) -> set[str]:
+    """The private names a summary's values spell (its calls, imports, aliases...): what
+    an inert function's name must not be for the last link to hold without it."""
+    found: set[str] = set()
+    stack = [summary]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if "_" in value:
+                found.update(_PRIVATE_WORD.findall(value))
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
+
+
 def link_key(summary: Any) -> str:
-    """The hash of a summary without its line numbers (see ``ModuleEntry.link_key``)."""
+    """The hash of a summary without its line numbers (see ``ModuleEntry.link_key``) and
+    without its inert functions."""
     if not isinstance(summary, dict):
         return "unparsed"
     plain = dict(summary)
+    inert = set(inert_functions(summary))
     for part in ("classes", "functions"):
         if isinstance(plain.get(part), dict):
             plain[part] = {name: {k: v for k, v in info.items() if k != "line"}
                            if isinstance(info, dict) else info
-                           for name, info in plain[part].items()}
+                           for name, info in plain[part].items()
+                           if part == "classes" or name not in inert}
     text = json.dumps(plain, sort_keys=True, separators=(",", ":"))
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
@@ -1282,11 +1320,39 @@ class IndexCache:
             return record["digests"]
         return None
 
-    def set_links(self, project_key: str, digests: dict[str, str]) -> None:
-        """Record the facts' digests of this run's checked files."""
+    def set_links(self, project_key: str, digests: dict[str, str],
+                  referenced: Iterable[str] = (),
+                  inert: Mapping[str, Iterable[str]] | None = None) -> None:
+        """Record the facts' digests of this run's checked files, the private names the
+        project's summaries spell, and each module's inert functions (``inert_functions``:
+        left out of the project key)."""
         self.keys  # noqa: B018 (a recorded one is replaced)
-        self._links = {"project": project_key, "digests": digests}
+        self._links = {"project": project_key, "digests": digests,
+                       "referenced": sorted(referenced),
+                       "inert": {name: sorted(found) for name, found in (inert or {}).items()}}
         self.dirty = True
+
+    def inert_changes_unseen(self, project_key: str) -> bool:
+        """Whether the link recorded for this project holds for this run's summaries: the
+        inert functions added or removed since (in the summaries made in this run) have
+        names no summary spelled when it was made (else a call may now reach one)."""
+        self.keys  # noqa: B018 (read with the keys)
+        record = self._links
+        if not (isinstance(record, dict) and record.get("project") == project_key):
+            return False
+        referenced, inert = record.get("referenced"), record.get("inert")
+        if not (isinstance(referenced, list) and isinstance(inert, dict)):
+            return False
+        seen = frozenset(n for n in referenced if isinstance(n, str))
+        for key, summary in self.fresh.items():
+            module = key.partition(":")[2]
+            before = inert.get(module, [])
+            now = inert_functions(summary)
+            if not isinstance(before, list):
+                return False
+            if set(now).symmetric_difference(before) & seen:
+                return False
+        return True
 
     def save(self) -> None:
         """Write what this run made and used, atomically (unless nothing changed): all the
@@ -1458,6 +1524,10 @@ class HotFacts:
     host_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # rel -> function -> parameter -> what every hot caller passes: "" (not None), "T", "F"
     passed_params: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    # Private names the summaries spell, and each module's inert functions: an inert
+    # function of one of these names added or removed later links again.
+    referenced: frozenset[str] = frozenset()
+    inert: dict[str, list[str]] = field(default_factory=dict)  # module name -> its inert
 
     def for_file(self, rel: str) -> dict[str, list[str]]:
         """The hot functions of one file (relative path) and their chains."""
@@ -2117,11 +2187,19 @@ class Linker:
         return_kinds: dict[str, set[str]] = {}
         kept: set[str] = set()
         moved: set[str] = set()
+        referenced: set[str] = set()
         for entry in self.index.modules.values():
             summary = entry.summary
             if not summary:
                 continue
             facts.names[entry.rel] = frozenset(summary.get("names", ()))
+            referenced.update(referenced_private_names(
+                {k: v for k, v in summary.items() if k not in ("functions", "names")}))
+            for info in summary["functions"].values():
+                referenced.update(referenced_private_names(info))
+            inert = inert_functions(summary)
+            if inert:
+                facts.inert[entry.name] = inert
             # Functions imported by name (`from pkg.layout import get_lens`) that the project
             # annotates `-> torch.Tensor`: known to the file by its local name.
             imported = set()
@@ -2144,6 +2222,7 @@ class Linker:
                 name = local.rpartition(".")[2]
                 return_kinds.setdefault(name, set()).add(info.get("returns", ""))
         facts.kept_on_cpu = frozenset(kept)
+        facts.referenced = frozenset(referenced)
         facts.moved_to_host = frozenset(moved)
         facts.tensor_fields = frozenset(n for n, kinds in field_kinds.items()
                                         if kinds == {"tensor"} and n not in kept
