@@ -765,7 +765,8 @@ class Engine:
                 gates.append((path, shown, rel, data, entries.get(shown), own))
         key_of_project = project_key(index, self.packs)
         recorded = index_cache.links(key_of_project) if project_rules and self.cache else None
-        if recorded is not None and not index_cache.inert_changes_unseen(key_of_project):
+        if recorded is not None and not index_cache.inert_changes_unseen(
+                key_of_project, self._free_entry_point):
             recorded = None  # a function the key leaves out has a name the last link saw
         if recorded is not None:  # nothing the link reads changed: its results may be reused
             again: list[tuple[str, FileJob]] = []  # edited files, checked with stored facts
@@ -843,6 +844,14 @@ class Engine:
                 merged.findings.extend(extra.findings)
                 merged.facts.update(extra.facts)
             results[shown] = merged
+
+    def _free_entry_point(self, qual: str) -> bool:
+        """Whether the packs make a module-level function (``pkg.mod.name``) an entry point,
+        as the link would (``Linker.is_entry``: by its name in the module)."""
+        from reviewbot.analysis.gpu import _matches
+
+        patterns = self.packs.hot_path_entry_points if self.packs is not None else ()
+        return not patterns or _matches(qual.rpartition(".")[2], patterns)
 
     def file_facts(self, shown: str) -> tuple[Any, Any]:
         """What the last run's link knows of a checked file: its functions hot through other

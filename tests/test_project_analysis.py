@@ -150,8 +150,8 @@ def test_summaries_are_read_only_to_link_and_written_in_full_only_in_bulk(
     assert summaries.read_bytes() == written and len(stored_entries(recent)) == 1
     # An edit the link sees: linked again, and only the new summary is written (the
     # comment's, no longer used, is dropped).
-    (root / "engine/ops.py").write_text(textwrap.dedent(OPS) + "\ndef extra():\n    pass\n",
-                                        encoding="utf-8")
+    (root / "engine/ops.py").write_text(textwrap.dedent(OPS) + "\ndef extra():\n"
+                                        "    return apply_penalties(None)\n", encoding="utf-8")
     assert [f["line"] for f in sync_findings(run_cli, root)] == [5]
     assert summaries.read_bytes() == written
     assert [set(v["functions"]) >= {"extra"} for v in stored_entries(recent).values()] \
@@ -160,7 +160,7 @@ def test_summaries_are_read_only_to_link_and_written_in_full_only_in_bulk(
     summaries.unlink()
     recent.unlink()
     (root / "engine/runner.py").write_text(textwrap.dedent(RUNNER) + "\ndef other():\n"
-                                           "    pass\n", encoding="utf-8")
+                                           "    return torch.zeros(1)\n", encoding="utf-8")
     found = sync_findings(run_cli, root)
     assert [f["line"] for f in found] == [5]
     assert "ModelRunner.execute_model -> apply_penalties (engine/ops.py)" in found[0]["message"]
@@ -2830,13 +2830,16 @@ def test_a_host_copy_into_another_objects_field_moves_no_field_to_the_host(tmp_p
                                          ("c/worker.py", 7, "RB102")]
 
 
-def test_a_new_private_function_that_calls_nothing_links_nothing_again(tmp_path, run_cli,
+def test_a_new_function_that_calls_nothing_links_nothing_again(tmp_path, run_cli,
                                                                        monkeypatch):
-    # A private helper that calls nothing carries nothing the link reads: adding one reuses
-    # the recorded link. One whose name a call already spelled (the caller was written
-    # first) links again: the call now reaches it.
+    # A helper that calls nothing carries nothing the link reads: adding one reuses the
+    # recorded link. One whose name a call already spelled (the caller was written first)
+    # links again: the call now reaches it; so does one the packs make an entry point.
     root = write_project(tmp_path, {"engine/__init__.py": "", "engine/runner.py": RUNNER,
-                                    "engine/ops.py": OPS})
+                                    "engine/ops.py": OPS,
+                                    "mine.yml": "name: mine\nhot-paths:\n"
+                                                "  entry-points: [decode_step]\n"},
+                         config='rule-packs = ["pytorch", "inference-engines", "mine.yml"]\n')
     assert len(sync_findings(run_cli, root)) == 1
     links = []
     real_link = Linker.link
@@ -2859,7 +2862,12 @@ def test_a_new_private_function_that_calls_nothing_links_nothing_again(tmp_path,
                    encoding="utf-8")
     assert len(sync_findings(run_cli, root)) == 1
     assert links == [1, 1]
-    ops.write_text(ops.read_text(encoding="utf-8") + "\ndef _unused(buf):\n    return buf\n",
-                   encoding="utf-8")
+    ops.write_text(ops.read_text(encoding="utf-8") + "\ndef _unused(buf):\n    return buf\n"
+                   "\ndef unused(buf):\n    return buf\n", encoding="utf-8")
     assert len(sync_findings(run_cli, root)) == 1
     assert links == [1, 1]
+    # A function the packs make an entry point is hot by its name: linked again.
+    ops.write_text(ops.read_text(encoding="utf-8") + "\ndef decode_step(buf):\n"
+                   "    return buf\n", encoding="utf-8")
+    assert len(sync_findings(run_cli, root)) == 1
+    assert links == [1, 1, 1]

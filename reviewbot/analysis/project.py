@@ -35,7 +35,7 @@ import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
@@ -43,7 +43,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 42
+SUMMARY_VERSION = 43
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -1088,33 +1088,32 @@ class ProjectIndex:
 
 
 def inert_functions(summary: Any) -> list[str]:
-    """The private module-level functions of a summary that call nothing and carry no fact
-    (``def _fmt(x): return str(x)``): the link reads nothing from them, so one added or
-    removed links nothing again, unless the last link saw its name spelled (see
-    ``IndexCache.inert_changes_unseen``)."""
+    """The module-level functions of a summary that call nothing and carry no fact (``def
+    fmt(x): return str(x)``): the link reads nothing from them, so one added or removed
+    links nothing again, unless the last link saw its name spelled or the packs name it
+    an entry point (see ``IndexCache.inert_changes_unseen``)."""
     functions = summary.get("functions") if isinstance(summary, dict) else None
     if not isinstance(functions, dict):
         return []
     return [name for name, info in functions.items()
-            if isinstance(info, dict) and name.startswith("_") and not name.startswith("__")
-            and "." not in name and not info.get("calls") and not info.get("loop_calls")
+            if isinstance(info, dict) and not name.startswith("__") and "." not in name
+            and not info.get("calls") and not info.get("loop_calls")
             and set(info) <= _INERT_KEYS]
 
 
 _INERT_KEYS = frozenset({"line", "calls", "loop_calls"})
-_PRIVATE_WORD = re.compile(r"(?<![\w])_\w+")
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
-def referenced_private_names(summary: Any) -> set[str]:
-    """The private names a summary's values spell (its calls, imports, aliases...): what
-    an inert function's name must not be for the last link to hold without it."""
+def referenced_names(summary: Any) -> set[str]:
+    """The names a summary's values spell (its calls, imports, aliases...): what an inert
+    function's name must not be for the last link to hold without it."""
     found: set[str] = set()
     stack = [summary]
     while stack:
         value = stack.pop()
         if isinstance(value, str):
-            if "_" in value:
-                found.update(_PRIVATE_WORD.findall(value))
+            found.update(_WORD.findall(value))
         elif isinstance(value, dict):
             stack.extend(value.values())
         elif isinstance(value, list):
@@ -1323,34 +1322,44 @@ class IndexCache:
     def set_links(self, project_key: str, digests: dict[str, str],
                   referenced: Iterable[str] = (),
                   inert: Mapping[str, Iterable[str]] | None = None) -> None:
-        """Record the facts' digests of this run's checked files, the private names the
+        """Record the facts' digests of this run's checked files, the names the
         project's summaries spell, and each module's inert functions (``inert_functions``:
         left out of the project key)."""
         self.keys  # noqa: B018 (a recorded one is replaced)
         self._links = {"project": project_key, "digests": digests,
-                       "referenced": sorted(referenced),
+                       # one string: read by every run, split only by one that needs it
+                       "referenced": " ".join(sorted(referenced)),
                        "inert": {name: sorted(found) for name, found in (inert or {}).items()}}
         self.dirty = True
 
-    def inert_changes_unseen(self, project_key: str) -> bool:
+    def inert_changes_unseen(self, project_key: str,
+                             is_entry: Callable[[str], bool] = lambda name: True) -> bool:
         """Whether the link recorded for this project holds for this run's summaries: the
         inert functions added or removed since (in the summaries made in this run) have
-        names no summary spelled when it was made (else a call may now reach one)."""
+        names no summary spelled when it was made (else a call may now reach one), and
+        none added is an entry point (``is_entry`` of its qualified name)."""
         self.keys  # noqa: B018 (read with the keys)
         record = self._links
         if not (isinstance(record, dict) and record.get("project") == project_key):
             return False
         referenced, inert = record.get("referenced"), record.get("inert")
-        if not (isinstance(referenced, list) and isinstance(inert, dict)):
+        if not (isinstance(referenced, str) and isinstance(inert, dict)):
             return False
-        seen = frozenset(n for n in referenced if isinstance(n, str))
+        seen: frozenset[str] | None = None
         for key, summary in self.fresh.items():
             module = key.partition(":")[2]
             before = inert.get(module, [])
             now = inert_functions(summary)
             if not isinstance(before, list):
                 return False
-            if set(now).symmetric_difference(before) & seen:
+            changed = set(now).symmetric_difference(before)
+            if not changed:
+                continue
+            if seen is None:
+                seen = frozenset(referenced.split())
+            if changed & seen:
+                return False
+            if any(is_entry(f"{module}.{name}") for name in set(now) - set(before)):
                 return False
         return True
 
@@ -1524,8 +1533,8 @@ class HotFacts:
     host_params: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # rel -> function -> parameter -> what every hot caller passes: "" (not None), "T", "F"
     passed_params: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
-    # Private names the summaries spell, and each module's inert functions: an inert
-    # function of one of these names added or removed later links again.
+    # Names the summaries spell, and each module's inert functions: an inert function of
+    # one of these names added or removed later links again.
     referenced: frozenset[str] = frozenset()
     inert: dict[str, list[str]] = field(default_factory=dict)  # module name -> its inert
 
@@ -2193,10 +2202,10 @@ class Linker:
             if not summary:
                 continue
             facts.names[entry.rel] = frozenset(summary.get("names", ()))
-            referenced.update(referenced_private_names(
+            referenced.update(referenced_names(
                 {k: v for k, v in summary.items() if k not in ("functions", "names")}))
             for info in summary["functions"].values():
-                referenced.update(referenced_private_names(info))
+                referenced.update(referenced_names(info))
             inert = inert_functions(summary)
             if inert:
                 facts.inert[entry.name] = inert
