@@ -189,7 +189,9 @@ def main() -> int:
         tree = tree_for("0.33.0")
         mark(tree)
         tools = {"this checkout": reviewbot_of(sys.executable),
-                 "baseline": reviewbot_of(args.baseline_python)}
+                 # absolute (not resolved: a venv's python is a link out of the venv), as
+                 # the checks run in the trees' folders
+                 "baseline": reviewbot_of(os.path.abspath(args.baseline_python))}
         report: dict = {"tree": tree.name, "cpus": os.cpu_count(), "cases": {}}
         for label, tool in tools.items():
             report["cases"][label] = bench(label, tool, tree, args.repeat)
