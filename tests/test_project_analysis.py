@@ -2871,3 +2871,89 @@ def test_a_new_function_that_calls_nothing_links_nothing_again(tmp_path, run_cli
                    "    return buf\n", encoding="utf-8")
     assert len(sync_findings(run_cli, root)) == 1
     assert links == [1, 1, 1]
+
+
+def test_summaries_made_without_a_link_do_not_let_a_stale_link_be_reused(tmp_path, run_cli):
+    # `explain` indexes the edited module and stores its summary without linking: the next
+    # check must still see that the new function (whose name a call spells) needs a link.
+    root = write_project(tmp_path, {
+        "engine/__init__.py": "",
+        "engine/batch.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Batch:
+                seq_lens: torch.Tensor
+        """,
+        "engine/runner.py": """
+            import torch
+            import vllm
+            import engine.ops as ops
+
+            class ModelRunner:
+                def execute_model(self, batch):
+                    return ops._late(batch)
+        """,
+        "engine/ops.py": "import torch\n\ndef lens(batch, n):\n    return batch.seq_lens\n",
+    })
+    assert sync_findings(run_cli, root) == []
+    (root / "engine/ops.py").write_text(
+        "import torch\n\ndef lens(batch, n):\n    return batch.seq_lens\n"
+        "\ndef _late(batch):\n    if batch.seq_lens[0] > 0:\n        return 1\n    return 0\n",
+        encoding="utf-8")
+    assert run_cli(["explain", "engine/ops.py:7"], cwd=root).code == 0
+    assert sync_sites(run_cli, root) == [("engine/ops.py", 7, "RB104")]
+
+
+def test_a_function_that_calls_nothing_says_nothing_of_what_methods_return(tmp_path, run_cli,
+                                                                           monkeypatch):
+    # A module-level `compute_scores` of unknown return does not veto "every
+    # `compute_scores` returns a tensor" for the module's method: adding or removing one
+    # changes no finding, so the recorded link may stay.
+    root = write_project(tmp_path, {
+        "engine/__init__.py": "",
+        "engine/heads.py": """
+            import torch
+
+            class Head(torch.nn.Module):
+                def compute_scores(self, x) -> torch.Tensor:
+                    return x
+        """,
+        "engine/runner.py": """
+            import torch
+            import vllm
+
+            class ModelRunner:
+                def execute_model(self, batch):
+                    n = self.heads[0].compute_scores(batch)
+                    if n > 0:
+                        return 1
+                    return 0
+        """,
+        "engine/util.py": "import torch\n\ndef compute_scores(x):\n    return x\n",
+    })
+    assert sync_sites(run_cli, root) == [("engine/runner.py", 8, "RB104")]
+    monkeypatch.setattr(Linker, "link", lambda self: pytest.fail("linked again"))
+    (root / "engine/util.py").write_text("import torch\n", encoding="utf-8")
+    assert sync_sites(run_cli, root) == [("engine/runner.py", 8, "RB104")]
+
+
+def test_a_tuple_parameter_by_negative_index_and_with_too_many_targets(tmp_path, run_cli):
+    # `index[-1]` is the last element; unpacking into more names than the annotation has
+    # says the annotation is wrong, so no element is taken for a tensor.
+    root = write_project(tmp_path, {
+        "t/__init__.py": "",
+        "t/logits.py": """
+            import torch
+            import vllm
+
+            class PenaltyLogitsProcessor:
+                def apply(self, logits: torch.Tensor,
+                          index: tuple[torch.Tensor, torch.Tensor]):
+                    last = index[-1].item()
+                    a, b, c = index
+                    return last, a.tolist(), c.tolist()
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("t/logits.py", 8, "RB102")]

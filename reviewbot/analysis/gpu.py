@@ -26,6 +26,7 @@ import ast
 import bisect
 import fnmatch
 import re
+from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, NamedTuple
@@ -792,9 +793,9 @@ def classes_made_in(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.Cl
     """The classes a function defines in its body (a factory's ``class Builder(base):``),
     also inside its ``if``/``with``/``try`` blocks, not in nested functions."""
     found: list[ast.ClassDef] = []
-    todo = list(func.body)
+    todo = deque(func.body)
     while todo:
-        stmt = todo.pop(0)
+        stmt = todo.popleft()
         if isinstance(stmt, ast.ClassDef):
             found.append(stmt)
         elif isinstance(stmt, (ast.If, ast.With, ast.Try, ast.For, ast.While)):
@@ -1826,8 +1827,10 @@ class FunctionWalker:
         # `list[Tensor]`): its elements' labels (a tuple of each, or one for every element).
         self.members: dict[str, tuple[Label, ...] | Label] = {}
         # Whether env holds a field of a local object set here (`out.logprobs = t[idx]`,
-        # keyed "out.logprobs"): read back before what the object's class declares.
+        # keyed "out.logprobs"): read back before what the object's class declares. By the
+        # object's name, those keys (dropped when the name is bound again).
         self.object_fields = False
+        self.object_keys: dict[str, set[str]] = {}
         # Each labelled expression's (label, flags: 1 quiet, 2 in a sync-allowed block), by
         # its ast span (record_labels).
         self.recorded: dict[tuple[int, int, int, int], tuple[Label, int]] | None = None
@@ -2075,10 +2078,9 @@ class FunctionWalker:
             label = self.env[target.id] = _host_name_wins(target.id, label)
             if self.members:
                 self.members.pop(target.id, None)
-            if self.object_fields:
-                prefix = target.id + "."
-                for key in [k for k in self.env if k.startswith(prefix)]:
-                    del self.env[key]
+            if self.object_fields and target.id in self.object_keys:
+                for key in self.object_keys[target.id]:
+                    self.env.pop(key, None)
             items = self.items.get(id(value)) if value is not None else None
             if items is not None:
                 self.packed[target.id] = items  # `f(*inputs)` passes each of them
@@ -2095,6 +2097,7 @@ class FunctionWalker:
             if label.kind in (CUDA, CPU, VALUE):
                 self.env[key] = _host_name_wins(target.attr, label)
                 self.object_fields = True
+                self.object_keys.setdefault(target.value.id, set()).add(key)
             elif self.object_fields:
                 self.env.pop(key, None)
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -2106,9 +2109,10 @@ class FunctionWalker:
                 members = self.members[value.id]
                 if isinstance(members, Label):
                     members = (members,) * len(target.elts)
+                if len(members) != len(target.elts):  # the annotation is wrong: no facts
+                    members = (UNKNOWN_L,) * len(target.elts)
                 for t, member in zip(target.elts, members):
-                    if len(members) != len(target.elts) or (
-                            isinstance(t, ast.Name) and shape_named(t.id)):
+                    if isinstance(t, ast.Name) and shape_named(t.id):
                         member = UNKNOWN_L  # shape metadata: kept on the host by processors
                     self.bind(t, member)
             else:
@@ -2586,7 +2590,11 @@ class FunctionWalker:
             members = self.members[node.value.id]  # type: ignore[attr-defined]
             if isinstance(members, Label):
                 return members if not isinstance(node.slice, ast.Slice) else UNKNOWN_L
-            index = node.slice.value if isinstance(node.slice, ast.Constant) else None
+            index = node.slice.value if isinstance(node.slice, ast.Constant) else \
+                -node.slice.operand.value if isinstance(node.slice, ast.UnaryOp) and \
+                isinstance(node.slice.op, ast.USub) and \
+                isinstance(node.slice.operand, ast.Constant) and \
+                type(node.slice.operand.value) is int else None
             if isinstance(index, int) and -len(members) <= index < len(members):
                 return members[index]
             return UNKNOWN_L

@@ -1160,6 +1160,7 @@ class IndexCache:
         self.file = None if folder is None else folder / f"index-v{SUMMARY_VERSION}.json"
         self._keys: dict[str, str] | None = None  # key -> link key, as the index holds them
         self._links: Any = None
+        self._links_checked = False  # the recorded link was made or checked by this run
         self._engines: Any = None
         self._stored: dict[str, Any] | None = None  # key -> summary, read on first use
         self._recent: dict[str, Any] | None = None  # those of them made since a full write
@@ -1326,6 +1327,7 @@ class IndexCache:
         project's summaries spell, and each module's inert functions (``inert_functions``:
         left out of the project key)."""
         self.keys  # noqa: B018 (a recorded one is replaced)
+        self._links_checked = True
         self._links = {"project": project_key, "digests": digests,
                        # one string: read by every run, split only by one that needs it
                        "referenced": " ".join(sorted(referenced)),
@@ -1342,6 +1344,13 @@ class IndexCache:
         record = self._links
         if not (isinstance(record, dict) and record.get("project") == project_key):
             return False
+        if self._inert_agree(record, is_entry):
+            self._links_checked = True
+            return True
+        return False
+
+    def _inert_agree(self, record: Mapping[str, Any],
+                     is_entry: Callable[[str], bool]) -> bool:
         referenced, inert = record.get("referenced"), record.get("inert")
         if not (isinstance(referenced, str) and isinstance(inert, dict)):
             return False
@@ -1369,6 +1378,15 @@ class IndexCache:
         only those made since."""
         if self.file is None:
             return
+        if self.fresh and not self._links_checked:
+            self.keys  # noqa: B018 (the recorded link is read with the keys)
+        if self.fresh and not self._links_checked and isinstance(self._links, dict) and \
+                not self._inert_agree(self._links, lambda name: True):
+            # Summaries made without a link (`reviewbot explain`, a run without the project
+            # rules): once stored they are not fresh, so a later run could not see that
+            # their inert functions differ from the recorded link's. Drop it.
+            self._links = None
+            self.dirty = True
         facts, self._facts = self._facts, None
         if facts is not None:
             self._write(self._side("links"), facts, b"links\0")
@@ -1652,7 +1670,10 @@ class Linker:
                 if word:
                     roots.setdefault(word, []).append(base)
         for qual in made:
-            for root in roots.get(_last_word(qual.rpartition(".")[2]), ()):
+            found = roots.get(_last_word(qual.rpartition(".")[2]), ())
+            if len(found) > MAX_NAME_CANDIDATES:
+                continue  # a word too common among the interfaces to choose by
+            for root in found:
                 self.subclasses[root].append(qual)
 
     # Names ---------------------------------------------------------------------------
@@ -2228,6 +2249,8 @@ class Linker:
                     if kind == "cpu" and "_" in name.strip("_"):
                         kept.add(name)  # declared a host tensor: so are its copies' names
             for local, info in summary["functions"].items():
+                if local in inert:
+                    continue  # the link reads nothing of them (see inert_functions)
                 name = local.rpartition(".")[2]
                 return_kinds.setdefault(name, set()).add(info.get("returns", ""))
         facts.kept_on_cpu = frozenset(kept)

@@ -166,7 +166,7 @@ class ImplicitSync(SyncRule):
         Valid(_HEAD + "        return torch.empty(t.shape[0], n, device='cuda')\n"),
         # A name bound more than once, or to something else than an element, and a `k`
         # that is a Python int.
-        Valid(_HEAD + "        total = t.sum()\n        total = int(n)\n"
+        Valid(_HEAD + "        total = t.sum()\n        if n:\n            total = t.max()\n"
                       "        return torch.arange(total, device='cuda')\n"),
         Valid(_HEAD + "        k = min(n, 8)\n        return t.topk(k, dim=0)\n"),
     ]
