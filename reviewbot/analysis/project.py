@@ -1671,8 +1671,9 @@ class Linker:
                     roots.setdefault(word, []).append(base)
         for qual in made:
             found = roots.get(_last_word(qual.rpartition(".")[2]), ())
-            if len(found) > MAX_NAME_CANDIDATES:
-                continue  # a word too common among the interfaces to choose by
+            if len(found) > MAX_INTERFACE_IMPLEMENTATIONS:
+                continue  # a word too common among the interfaces to choose by (bounded:
+                # only an override of a hot method of one of them becomes hot)
             for root in found:
                 self.subclasses[root].append(qual)
 
