@@ -1823,8 +1823,9 @@ class FunctionWalker:
         self.moving: str | None = None  # the field the assignment being walked moves to the host
         self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
-        # A parameter annotated as a container of tensors (`tuple[Tensor, Tensor]`,
-        # `list[Tensor]`): its elements' labels (a tuple of each, or one for every element).
+        # A parameter annotated as a tuple of tensors (`tuple[Tensor, Tensor]`,
+        # `tuple[Tensor, ...]`): its elements' labels (a tuple of each, or one for every
+        # element).
         self.members: dict[str, tuple[Label, ...] | Label] = {}
         # Whether env holds a field of a local object set here (`out.logprobs = t[idx]`,
         # keyed "out.logprobs"): read back before what the object's class declares. By the
