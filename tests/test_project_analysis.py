@@ -2957,3 +2957,253 @@ def test_a_tuple_parameter_by_negative_index_and_with_too_many_targets(tmp_path,
         """,
     })
     assert sync_sites(run_cli, root) == [("t/logits.py", 8, "RB102")]
+
+
+def test_a_device_passed_in_a_dict_of_keyword_arguments(tmp_path, run_cli):
+    # `i32 = dict(dtype=torch.int32, device=self.device)`; `torch.zeros(n, **i32)`: on the
+    # device the dict names (CUDA by devices.default for an unknown one); a dict naming the
+    # CPU, and one rebound to a dict without a device, do not put the buffer on the GPU.
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/indexer.py": """
+            import torch
+            import vllm
+
+            class ModelRunner:
+                def execute_model(self, n, device):
+                    return self.build(n, device), self.build_host(n), self.rebound(n, device)
+
+                def build(self, n, device):
+                    i32 = dict(dtype=torch.int32, device=device)
+                    ends = torch.zeros(n, **i32)
+                    return ends.tolist()
+
+                def build_host(self, n):
+                    i32 = {"dtype": torch.int32, "device": "cpu"}
+                    ends = torch.zeros(n, **i32)
+                    return ends.tolist()
+
+                def rebound(self, n, device):
+                    i32 = dict(dtype=torch.int32, device=device)
+                    i32 = dict(dtype=torch.int32)
+                    ends = torch.zeros(n, **i32)
+                    return ends.tolist()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = sync_findings(run_cli, root)
+    assert [(f["path"], f["line"]) for f in found] == [("s/indexer.py", 12)]
+    assert "allocated on the device in `**i32`" in found[0]["message"]
+
+
+def test_a_test_of_the_device_or_the_type_narrows_an_unknown_value(tmp_path, run_cli):
+    # `if not ids.is_cpu:` / `if ids.is_cuda:` put `ids` on the GPU in their block;
+    # `isinstance(out, torch.Tensor)` makes `out` a tensor (CUDA by devices.default). Neither
+    # holds after the block, nor for a name that says host, nor in the `else`.
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/worker.py": """
+            import torch
+            import vllm
+
+            class ModelRunner:
+                def execute_model(self, batch, out_cpu):
+                    ids = batch.ids
+                    if not ids.is_cpu:
+                        ids = ids.cpu()
+                    lens = batch.lens
+                    if lens.is_cuda:
+                        n = lens.sum().item()
+                    out = batch.out
+                    if isinstance(out, torch.Tensor):
+                        out = out.tolist()
+                    else:
+                        out = out.tolist()
+                    if isinstance(out_cpu, torch.Tensor):
+                        out_cpu = out_cpu.tolist()
+                    other = batch.other
+                    if isinstance(other, torch.Tensor):
+                        pass
+                    return other.tolist()
+
+                def take_draft_token_ids(self):
+                    if isinstance(self._draft_ids, torch.Tensor):
+                        return self._draft_ids.tolist()
+                    return self._draft_ids
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = sync_findings(run_cli, root)
+    assert [(f["line"], f["code"]) for f in found] == [(9, "RB103"), (12, "RB102"),
+                                                       (15, "RB101"), (27, "RB101")]
+    assert "`ids` is checked to be on the GPU (`not ids.is_cpu`)" in found[0]["message"]
+    assert "`out` is checked to be a tensor" in found[2]["message"]
+
+
+def test_a_class_moving_its_own_field_leaves_other_classes_fields_on_the_gpu(tmp_path,
+                                                                             run_cli):
+    # `self.accept_lens = self.accept_lens.cpu()` in one result class: its readers may see
+    # the host copy; the same-named field of the draft input (declared a tensor) is still on
+    # the GPU. Read from an object of unknown class, the field may be the moved one.
+    root = write_project(tmp_path, {
+        "c/__init__.py": "",
+        "c/result.py": """
+            from dataclasses import dataclass
+            from typing import Optional
+
+            import torch
+
+            @dataclass
+            class BatchResult:
+                accept_lens: Optional[torch.Tensor] = None
+
+                def copy_to_cpu(self):
+                    self.accept_lens = self.accept_lens.to("cpu", non_blocking=True)
+        """,
+        "c/spec.py": """
+            from dataclasses import dataclass
+
+            import torch
+
+            @dataclass
+            class DraftInput:
+                accept_lens: torch.Tensor
+        """,
+        "c/worker.py": """
+            import sglang
+            from c.result import BatchResult
+            from c.spec import DraftInput
+
+            class NgramWorker:
+                def forward_batch_generation(self, batch, spec: DraftInput, result: BatchResult):
+                    lens = spec.accept_lens.cpu()
+                    return lens, result.accept_lens.tolist(), batch.accept_lens.tolist()
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("c/worker.py", 8, "RB103")]
+
+
+def test_fields_an_interface_leaves_to_its_subclasses_and_moves_through_an_attribute(
+        tmp_path, run_cli):
+    # `batch.spec_info: SpecInput` holds one of its subclasses: `hidden_states`, which they
+    # all declare a tensor, is on the GPU. The result class moving its output's field
+    # (`self.out.hidden_states = ....to("cpu")`) moves the output class's field only. A field
+    # annotated where `__init__` sets it (`self.track: Optional[Tensor] = None`) is declared.
+    root = write_project(tmp_path, {
+        "c/__init__.py": "",
+        "c/spec.py": """
+            from dataclasses import dataclass
+            from typing import Optional
+
+            import torch
+
+            class SpecInput:
+                def is_draft(self):
+                    return True
+
+            @dataclass
+            class EagleDraftInput(SpecInput):
+                hidden_states: Optional[torch.Tensor] = None
+
+            class NgramVerifyInput(SpecInput):
+                pass
+
+            @dataclass
+            class LogitsOutput:
+                hidden_states: torch.Tensor
+
+            @dataclass
+            class BatchResult:
+                out: LogitsOutput
+
+                def copy_to_cpu(self):
+                    self.out.hidden_states = self.out.hidden_states.to("cpu", non_blocking=True)
+
+            class Req:
+                def __init__(self):
+                    self.track: Optional[torch.Tensor] = None  # shape (2)
+
+            @dataclass
+            class ScheduleBatch:
+                spec_info: Optional[SpecInput] = None
+        """,
+        "c/scheduler.py": """
+            import sglang
+            from c.spec import LogitsOutput, Req, ScheduleBatch
+
+            class Scheduler:
+                def process_batch_result(self, batch: ScheduleBatch, out: LogitsOutput,
+                                         req: Req):
+                    first = batch.spec_info.hidden_states[0].cpu()
+                    states = out.hidden_states.tolist()
+                    return first, states, req.track[0].item()
+        """,
+    })
+    assert sync_sites(run_cli, root) == [("c/scheduler.py", 8, "RB103"),
+                                         ("c/scheduler.py", 10, "RB102")]
+
+
+def test_a_decorators_wrapper_an_aliased_return_class_and_a_closure(tmp_path, run_cli):
+    # `@with_transfer` wraps a hot function: its wrapper's calls run every step. The group
+    # getter returns `ConnectorType`, an alias of the interface: the implementation's
+    # `save_layer` is hot. There, a closure annotated `-> torch.Tensor` returns a tensor
+    # computed from its (CUDA) argument.
+    root = write_project(tmp_path, {
+        "kv/__init__.py": "",
+        "kv/base.py": """
+            import torch
+
+            class ConnectorBase:
+                def save_layer(self, name: str, kv: torch.Tensor) -> None:
+                    raise NotImplementedError
+
+            ConnectorType = ConnectorBase
+        """,
+        "kv/example.py": """
+            import torch
+            from kv.base import ConnectorBase
+
+            class ExampleConnector(ConnectorBase):
+                def save_layer(self, name: str, kv: torch.Tensor) -> None:
+                    def extract(layer: torch.Tensor, rows) -> torch.Tensor:
+                        return layer[rows]
+
+                    part = extract(kv, [0, 1])
+                    self.store[name] = part.cpu()
+        """,
+        "kv/state.py": """
+            from kv.base import ConnectorType
+
+            _GROUP = None
+
+            def get_group() -> ConnectorType:
+                return _GROUP
+        """,
+        "kv/utils.py": """
+            from kv.state import get_group
+
+            def with_transfer(func):
+                def wrapper(*args, **kwargs):
+                    out = func(*args, **kwargs)
+                    group = get_group()
+                    group.save_layer("layer", out)
+                    return out
+                return wrapper
+        """,
+        "kv/model.py": """
+            import torch
+            import vllm
+            from kv.utils import with_transfer
+
+            class Attention(torch.nn.Module):
+                def forward(self, q):
+                    return attend(q)
+
+            @with_transfer
+            def attend(q):
+                return q * 2
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    found = sync_findings(run_cli, root)
+    assert [(f["path"], f["line"], f["code"]) for f in found] == [
+        ("kv/example.py", 11, "RB103")]
+    assert "with_transfer" in found[0]["message"]
+    assert "returned by `extract()`" in found[0]["message"]

@@ -556,6 +556,19 @@ def _scalar_expr(expr: ast.expr) -> bool:
         expr.func.id in ("int", "float") and len(expr.args) == 1
 
 
+def _option_device(value: ast.expr) -> ast.expr | None:
+    """The ``device`` entry of a dict of keyword arguments (``dict(device=d)``,
+    ``{"device": d}``), for a call that passes it on with ``**``."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+            value.func.id == "dict" and not value.args:
+        return _kw(value, "device")
+    if isinstance(value, ast.Dict):
+        for key, item in zip(value.keys, value.values):
+            if isinstance(key, ast.Constant) and key.value == "device":
+                return item
+    return None
+
+
 def _moved_field(node: ast.Assign) -> str | None:
     """The field an assignment moves to the host (``out.lp = out.lp.tolist()``, also
     inside ``tuple(...)``): the field's name, else None."""
@@ -1822,6 +1835,8 @@ class FunctionWalker:
         self.narrowed: dict[str, Label] = {}
         self.moving: str | None = None  # the field the assignment being walked moves to the host
         self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
+        self.options: dict[str, Label] = {}  # `opts = dict(device=d)`: the name -> the device
+        self.closures: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # -> Tensor
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
         # A parameter annotated as a tuple of tensors (`tuple[Tensor, Tensor]`,
         # `tuple[Tensor, ...]`): its elements' labels (a tuple of each, or one for every
@@ -2056,6 +2071,14 @@ class FunctionWalker:
             self.allowed += hushed
             self.block(body)
             self.allowed -= hushed
+            if index == 0 and known_in_first:
+                # What the test proved holds inside the block only, unless the block rebound it.
+                for name, label in known_in_first.items():
+                    if self.env.get(name) is label:
+                        if name in before:
+                            self.env[name] = before[name]
+                        else:
+                            del self.env[name]
             results.append(self.env)
         # A block that ends in a return, raise, break or continue hands nothing on to the
         # code after the branches (`if isinstance(x, list): return x[i]`).
@@ -2145,6 +2168,12 @@ class FunctionWalker:
                     self.cached[name] = cache
                 else:
                     self.cached.pop(name, None)
+                # `i32 = dict(dtype=torch.int32, device=device)`: what `**i32` passes.
+                device = _option_device(node.value)
+                if device is not None:
+                    self.options[name] = self.label(device)
+                else:
+                    self.options.pop(name, None)
             for target in node.targets:
                 self.bind(target, label, node.value)
                 if self.async_copy_line is not None:
@@ -2237,6 +2266,10 @@ class FunctionWalker:
             saved = dict(self.env), dict(self.pending)
             self.block(node.body)
             self.env, self.pending = saved
+            if self._is_tensor_annotation(node.returns):
+                self.closures[node.name] = node  # `def extract(...) -> torch.Tensor:`
+            else:
+                self.closures.pop(node.name, None)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self.m.names.add(node)
         elif isinstance(node, ast.Delete):
@@ -2286,7 +2319,45 @@ class FunctionWalker:
             keys = [self.m.class_key(kind) for kind in kinds]
             if keys and all(keys):
                 out[test.args[0].id] = Label(OBJECT, "|".join(k for k in keys if k))
+        out.update(self._device_narrowing(test))
         return out
+
+    def _device_narrowing(self, test: ast.expr) -> dict[str, Label]:
+        """What a test proves of a name of unknown device where it holds: ``x.is_cuda`` and
+        ``not x.is_cpu`` put it on the GPU; ``isinstance(x, torch.Tensor)`` and
+        ``torch.is_tensor(x)`` make it a tensor (on the GPU by devices.default: cuda, unless
+        its name says host or shape metadata)."""
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        inner = test.operand if negated else test  # type: ignore[attr-defined]
+        if isinstance(inner, ast.Attribute) and isinstance(inner.value, ast.Name) and \
+                inner.attr == ("is_cpu" if negated else "is_cuda"):
+            name = inner.value.id
+            if self.env.get(name, UNKNOWN_L).kind == UNKNOWN:
+                return {name: Label(CUDA, f"`{name}` is checked to be on the GPU "
+                                          f"(`{_short(test)}`)")}
+            return {}
+        if negated or not isinstance(inner, ast.Call) or not inner.args or \
+                not self.m.default_cuda:
+            return {}
+        subject = inner.args[0]
+        if isinstance(subject, ast.Name):
+            name = word = subject.id
+            known = self.env.get(name, UNKNOWN_L)
+        elif isinstance(subject, ast.Attribute) and isinstance(subject.value, ast.Name) and \
+                subject.value.id == "self" and self.func.cls is not None:
+            name, word = "self." + subject.attr, subject.attr  # `self._draft_ids`
+            known = self._attribute(subject)
+        else:
+            return {}
+        callee = inner.func.attr if isinstance(inner.func, ast.Attribute) else \
+            getattr(inner.func, "id", "")
+        tensor = (callee == "isinstance" and len(inner.args) == 2 and
+                  _isinstance_names(inner.args[1]) == ["Tensor"]) or callee == "is_tensor"
+        if not tensor or host_named(word) or shape_named(word) or known.kind != UNKNOWN:
+            return {}
+        return {name: Label(CUDA, f"`{name}` is checked to be a tensor and nothing puts it on "
+                                  "the CPU (devices.default: cuda)", mask_named(word),
+                            weak=True)}
 
     @staticmethod
     def _clears_own_guard(node: ast.If) -> bool:
@@ -2538,6 +2609,11 @@ class FunctionWalker:
         if declared == "cpu":
             return Label(CPU, f"`{owner}.{attr}` is declared a host tensor (the comment on "
                               "its declaration says so)")
+        if declared == "moved":  # `self.ids = self.ids.cpu()` somewhere in the class
+            if attr != self.moving or not self.m.default_cuda or shape_named(attr):
+                return UNKNOWN_L  # on the host after the move, on the GPU before it
+            return Label(CUDA, f"`{owner}.{attr}` is moved to the host here, so it was a "
+                               "tensor (devices.default: cuda)", mask_named(attr), weak=True)
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
         if attr in self.m.moved_to_host and attr != self.moving:
@@ -2679,6 +2755,10 @@ class FunctionWalker:
         if self.report or self._uses_arguments(func, qual, method):
             args = [self.label(a) for a in node.args]
             kwargs = {k.arg: self.label(k.value) for k in node.keywords}
+            for k in node.keywords:
+                if k.arg is None and isinstance(k.value, ast.Name) and \
+                        k.value.id in self.options and "device" not in kwargs:
+                    kwargs["device"] = self.options[k.value.id]
         else:  # a walk for labels only, of a call whose result does not depend on them
             args = [UNKNOWN_L] * len(node.args)
             kwargs = {k.arg: UNKNOWN_L for k in node.keywords}
@@ -2739,6 +2819,15 @@ class FunctionWalker:
             isinstance(func, (ast.Name, ast.Attribute)) else None
         if key is not None:
             return Label(OBJECT, key)
+        if isinstance(func, ast.Name) and func.id in self.closures:
+            # A closure annotated `-> torch.Tensor`: computed from its tensor arguments.
+            given = combine([*args, *kwargs.values()])
+            if given.kind in (CUDA, CPU):
+                return given.but(f"returned by `{func.id}()` from {given.why}")
+            if self.m.default_cuda:
+                return Label(CUDA, f"returned by `{func.id}()`, annotated torch.Tensor "
+                                   "(devices.default: cuda)", weak=True)
+            return UNKNOWN_L
         if isinstance(func, ast.Name):
             local_class = self.m.classes.get(func.id)
             if local_class is not None and local_class.is_module:
@@ -2787,7 +2876,7 @@ class FunctionWalker:
         if name in self.m.tensor_returns:
             return True  # computed from its tensor arguments, on their device
         if isinstance(func, ast.Name):
-            return func.id in self.m.functions
+            return func.id in self.m.functions or func.id in self.closures
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and \
                 func.value.id == "self" and self.func.cls is not None:
             return self.m.method(self.func.cls, func.attr) is not None
@@ -2857,7 +2946,11 @@ class FunctionWalker:
                 if device.kind in (CUDA, CPU):  # device=other_tensor.device spelled oddly
                     return device
                 if self.m.default_cuda and device.kind == UNKNOWN:
-                    return Label(CUDA, f"allocated on `{_short(_kw(node, 'device') or node)}` at "
+                    given = _kw(node, "device")
+                    spread = next((f"the device in `**{_short(k.value)}`" for k in node.keywords
+                                   if k.arg is None), "an unknown device")
+                    return Label(CUDA, f"allocated on "
+                                       f"{f'`{_short(given)}`' if given else spread} at "
                                        f"line {node.lineno}, taken to be the GPU "
                                        "(devices.default: cuda)", weak=True)
                 return UNKNOWN_L

@@ -43,7 +43,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 43
+SUMMARY_VERSION = 48
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -57,6 +57,7 @@ _CAMEL_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 MAX_INTERFACE_IMPLEMENTATIONS = 16
 # How many project classes one module's device facts describe (those it imports or
 # defines, and the classes their fields hold).
+MAX_SUBCLASS_FIELDS_WALK = 64  # subclasses read for the fields an interface leaves out
 MAX_HELD_CLASSES = 256
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 # Method names too common to resolve by name alone (containers, files, tensors, threads).
@@ -282,6 +283,7 @@ class _Summariser:
             if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.local_defs.add(node.name)
         self._imports(tree.body)
+        self._aliases(tree.body)
         self._index(tree.body, None, "")
 
     def summary(self) -> dict[str, Any]:
@@ -317,6 +319,20 @@ class _Summariser:
                     self._imports(getattr(node, attr, []) or [])
                 for handler in getattr(node, "handlers", []) or []:
                     self._imports(handler.body)
+
+    def _aliases(self, body: list[ast.stmt]) -> None:
+        """Module-level aliases of classes (``ConnectorType = ConnectorBase``), kept as
+        re-exports: an annotation or a return type naming the alias reaches the class."""
+        for node in body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name) and \
+                    isinstance(node.value, (ast.Name, ast.Attribute)):
+                name = node.targets[0].id
+                target = self.qualify(_dotted(node.value))
+                if target and name[:1].isupper() and \
+                        target.rpartition(".")[2].lstrip("_")[:1].isupper() and \
+                        name not in self.imports and name not in self.local_defs:
+                    self.imports[name] = target
 
     def qualify(self, dotted: str | None) -> str | None:
         """The qualified name of a dotted name read in this module."""
@@ -463,12 +479,7 @@ class _Summariser:
                         typ = self._type_of(stmt.annotation)
                         if typ:
                             info["attrs"].setdefault(stmt.target.id, typ)
-                        kind = self._mapping_values(stmt.annotation) or \
-                            self.value_kind(stmt.annotation)
-                        if kind == "host" and _python_typed(stmt.annotation):
-                            kind = "python"  # `next_ids: List[int]`: no tensor method
-                        if kind == "tensor" and host_comment(self.lines, stmt.end_lineno or 0):
-                            kind = "cpu"  # `prompt_lens: torch.Tensor  # CPU tensor`
+                        kind = self._field_kind(stmt)
                         if kind:
                             info["fields"][stmt.target.id] = kind
                 self._index(node.body, info, prefix + node.name + ".")
@@ -573,6 +584,14 @@ class _Summariser:
         calls: list[str] = []
         loop_calls: list[str] = []
         seen: set[str] = set()
+        # A decorator of the project (`@maybe_transfer_kv_layer`) wraps every call: what its
+        # wrapper calls runs with the function.
+        for decorator in node.decorator_list:
+            dotted = _dotted(decorator.func if isinstance(decorator, ast.Call) else decorator)
+            ref = self._text_ref(dotted, {}, False) if dotted else None
+            if ref is not None and ref.startswith("Q:") and ref not in seen:
+                seen.add(ref)
+                calls.append(ref)
         for offset, flag in enumerate(flags):
             if flag == 2:
                 continue
@@ -644,6 +663,15 @@ class _Summariser:
                 out["returns_class"] = made
         return out
 
+    def _field_kind(self, stmt: ast.AnnAssign) -> str | None:
+        """What a field's annotation declares: tensor, cpu, host, python or mapping."""
+        kind = self._mapping_values(stmt.annotation) or self.value_kind(stmt.annotation)
+        if kind == "host" and _python_typed(stmt.annotation):
+            kind = "python"  # `next_ids: List[int]`: no tensor method
+        if kind == "tensor" and host_comment(self.lines, stmt.end_lineno or 0):
+            kind = "cpu"  # `prompt_lens: torch.Tensor  # CPU tensor`
+        return kind
+
     def _note_types(self, stmt: ast.Assign | ast.AnnAssign, types: dict[str, str],
                     cls: dict[str, Any] | None) -> None:
         value = stmt.value
@@ -656,8 +684,22 @@ class _Summariser:
             # another object's field of the same name (`meta.seq_lens =
             # batch.seq_lens.tolist()`) says nothing of the field it was copied from.
             copied = _dotted(_copied_value(value))  # type: ignore[arg-type]
-            self.moved.update(t.attr for t in targets if isinstance(t, ast.Attribute)
-                              and copied is not None and _dotted(t) == copied)
+            for t in targets:
+                if not isinstance(t, ast.Attribute) or copied is None or _dotted(t) != copied:
+                    continue
+                if cls is not None and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    # A class moving its own field says nothing of other classes' fields
+                    # of the same name.
+                    cls["fields"][t.attr] = "moved"
+                elif cls is not None and isinstance(t.value, ast.Attribute) and \
+                        isinstance(t.value.value, ast.Name) and t.value.value.id == "self":
+                    # `self.out.ids = copy(self.out.ids)`: a field of the class `self.out`
+                    # holds (the link resolves it; unresolved, the name is moved anywhere).
+                    moves = cls.setdefault("moves", {}).setdefault(t.value.attr, [])
+                    if t.attr not in moves:
+                        moves.append(t.attr)
+                else:
+                    self.moved.add(t.attr)
         for target in targets:
             if isinstance(target, ast.Name):
                 if typ:
@@ -669,6 +711,10 @@ class _Summariser:
                 made = self._allocated_kind(value)
                 if made is not None:  # `self.req_to_token = torch.zeros(..., device=device)`
                     cls["fields"].setdefault(target.attr, made)
+                if isinstance(stmt, ast.AnnAssign):  # `self.buf: Optional[Tensor] = None`
+                    kind = self._field_kind(stmt)
+                    if kind:
+                        cls["fields"].setdefault(target.attr, kind)
                 found = typ or (types.get(value.id) if isinstance(value, ast.Name) else None)
                 if found:
                     known = cls["attrs"].get(target.attr)
@@ -1652,6 +1698,19 @@ class Linker:
             self._place_made_classes(unplaced)
         self._mro_cache: dict[str, list[str]] = {}
         self._fields_cache: dict[str, dict[str, str]] = {}
+        # Fields moved to the host through an attribute (`self.out.ids = copy(...)`): of the
+        # attribute's class where the link knows it, else of any object.
+        self.moved_fields: dict[str, set[str]] = {}
+        self.unresolved_moves: set[str] = set()
+        for qual, (entry, local, info) in self.classes.items():
+            for attr, fields in info.get("moves", {}).items():
+                typ = next((self.classes[k][2]["attrs"][attr] for k in self.mro(qual)
+                            if k in self.classes and attr in self.classes[k][2]["attrs"]), "")
+                held = self.resolve_class(typ) if typ and not typ.startswith("()") else None
+                if held:
+                    self.moved_fields.setdefault(held, set()).update(fields)
+                else:
+                    self.unresolved_moves.update(fields)
         self._module_cache: dict[str, bool] = {}
         self._by_snake_name: dict[str, list[str]] | None = None
         self._by_snake_tail: dict[str, list[str]] | None = None
@@ -1810,6 +1869,25 @@ class Linker:
             info = self.classes.get(klass)
             if info is not None:
                 merged.update(info[2].get("fields", {}))
+            for name in self.moved_fields.get(klass, ()):
+                merged[name] = "moved"
+        # An object typed by an interface (`spec_info: SpecInput`) holds one of its
+        # subclasses: a field only they declare, and all of them alike, is of that kind.
+        below: dict[str, set[str]] = {}
+        todo, seen = list(self.subclasses.get(cls, ())), {cls}
+        while todo and len(seen) < MAX_SUBCLASS_FIELDS_WALK:
+            sub = todo.pop()
+            if sub in seen:
+                continue
+            seen.add(sub)
+            todo.extend(self.subclasses.get(sub, ()))
+            info = self.classes.get(sub)
+            for name, kind in (info[2].get("fields", {}) if info is not None else {}).items():
+                if name not in merged:
+                    below.setdefault(name, set()).add(kind)
+        for name, kinds in below.items():
+            if len(kinds) == 1 and "moved" not in kinds:
+                merged[name] = next(iter(kinds))
         return merged
 
     def fields_seen_from(self, rel: str) -> dict[str, dict[str, str]]:
@@ -1825,13 +1903,19 @@ class Linker:
             cls = self.resolve_class(target)
             if cls:
                 fields = self.class_fields(cls)
-                if fields:
+                if fields or self._holds_objects(cls):
                     out[target] = fields
         for local in entry.summary["classes"]:
             fields = self.class_fields(f"{entry.name}.{local}")
-            if fields:
+            if fields or self._holds_objects(f"{entry.name}.{local}"):
                 out["local:" + local] = fields
         return out
+
+    def _holds_objects(self, cls: str) -> bool:
+        """Whether a class (or a project base) declares a field holding another object
+        (``spec_info: Optional[SpecInput]``), whose fields the walk can then read."""
+        return any(klass in self.classes and self.classes[klass][2]["attrs"]
+                   for klass in self.mro(cls))
 
     def modules_seen_from(self, rel: str) -> list[str]:
         """The classes a module imports (by the imported name's qualified spelling) that
@@ -2216,6 +2300,7 @@ class Linker:
         return_kinds: dict[str, set[str]] = {}
         kept: set[str] = set()
         moved: set[str] = set()
+        anywhere: set[str] = set()  # fields moved to the host by any class
         referenced: set[str] = set()
         for entry in self.index.modules.values():
             summary = entry.summary
@@ -2244,6 +2329,12 @@ class Linker:
             moved.update(summary.get("moved_to_host", ()))
             for info in summary["classes"].values():
                 for name, kind in info.get("fields", {}).items():
+                    if kind == "moved":
+                        # That class's own (see _declared_field); an object of unknown class
+                        # read under the name may be it: no field of the name is taken
+                        # for a tensor by name alone.
+                        anywhere.add(name)
+                        continue
                     field_kinds.setdefault(name, set()).add(kind)
                     if kind == "cpu" and "_" in name.strip("_"):
                         kept.add(name)  # declared a host tensor: so are its copies' names
@@ -2254,10 +2345,13 @@ class Linker:
                 return_kinds.setdefault(name, set()).add(info.get("returns", ""))
         facts.kept_on_cpu = frozenset(kept)
         facts.referenced = frozenset(referenced)
-        facts.moved_to_host = frozenset(moved)
+        facts.moved_to_host = frozenset(moved | self.unresolved_moves)
+        anywhere.update(facts.moved_to_host)
+        for fields in self.moved_fields.values():
+            anywhere.update(fields)
         facts.tensor_fields = frozenset(n for n, kinds in field_kinds.items()
                                         if kinds == {"tensor"} and n not in kept
-                                        and n not in moved)
+                                        and n not in anywhere)
         facts.tensor_returns = frozenset(n for n, kinds in return_kinds.items()
                                          if kinds == {"tensor"} and not n.startswith("__"))
         for qual, chain in chains.items():
