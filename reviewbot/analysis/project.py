@@ -1907,7 +1907,7 @@ class Linker:
                     out[target] = fields
         for local in entry.summary["classes"]:
             fields = self.class_fields(f"{entry.name}.{local}")
-            if fields or self._holds_objects(f"{entry.name}.{local}"):
+            if fields:
                 out["local:" + local] = fields
         return out
 
