@@ -2998,7 +2998,8 @@ def test_a_device_passed_in_a_dict_of_keyword_arguments(tmp_path, run_cli):
 def test_a_test_of_the_device_or_the_type_narrows_an_unknown_value(tmp_path, run_cli):
     # `if not ids.is_cpu:` / `if ids.is_cuda:` put `ids` on the GPU in their block;
     # `isinstance(out, torch.Tensor)` makes `out` a tensor (CUDA by devices.default). Neither
-    # holds after the block, nor for a name that says host, nor in the `else`.
+    # holds after the block, nor for a name that says host, nor in the `else`, nor for a
+    # field the project moves to the host (`result.embeddings`: a tensor, maybe a host one).
     root = write_project(tmp_path, {
         "s/__init__.py": "",
         "s/worker.py": """
@@ -3007,6 +3008,7 @@ def test_a_test_of_the_device_or_the_type_narrows_an_unknown_value(tmp_path, run
 
             class ModelRunner:
                 def execute_model(self, batch, out_cpu):
+                    self.convert(batch)
                     ids = batch.ids
                     if not ids.is_cpu:
                         ids = ids.cpu()
@@ -3029,11 +3031,18 @@ def test_a_test_of_the_device_or_the_type_narrows_an_unknown_value(tmp_path, run
                     if isinstance(self._draft_ids, torch.Tensor):
                         return self._draft_ids.tolist()
                     return self._draft_ids
+
+                def convert(self, result):
+                    result.embeddings = result.embeddings.cpu()
+                    embeddings = result.embeddings
+                    if isinstance(embeddings, torch.Tensor):
+                        embeddings = embeddings.tolist()
+                    return embeddings
         """,
     }, config='devices = {default = "cuda"}\n')
     found = sync_findings(run_cli, root)
-    assert [(f["line"], f["code"]) for f in found] == [(9, "RB103"), (12, "RB102"),
-                                                       (15, "RB101"), (27, "RB101")]
+    assert [(f["line"], f["code"]) for f in found] == [(10, "RB103"), (13, "RB102"),
+                                                       (16, "RB101"), (28, "RB101")]
     assert "`ids` is checked to be on the GPU (`not ids.is_cpu`)" in found[0]["message"]
     assert "`out` is checked to be a tensor" in found[2]["message"]
 

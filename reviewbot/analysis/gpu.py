@@ -62,6 +62,9 @@ class Label(NamedTuple):
 
 UNKNOWN_L = Label(UNKNOWN)
 VALUE_L = Label(VALUE)
+# Unknown: a field the project moves to the host somewhere (`out.ids = out.ids.cpu()`), so
+# a test that it is a tensor says nothing of its device.
+MOVED_L = Label(UNKNOWN, "moved to the host somewhere in the project")
 NONE_L = Label(VALUE, "None")  # a placeholder, later replaced by the real value
 
 
@@ -1306,6 +1309,7 @@ class ModuleAnalyzer:
         # Fields some code in the project sets to a host copy: their device depends on
         # when they are read, so the default device is not assumed for them.
         self.moved_to_host = frozenset(devices.get("moved_to_host", ()))
+        self.moved_somewhere = self.moved_to_host | frozenset(devices.get("moved_somewhere", ()))
         # Names a module declares kept on the CPU (`dict(grid_thw=...(keep_on_cpu=True))`).
         self.kept_on_cpu = (_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) | \
             frozenset(devices.get("kept_on_cpu", ()))
@@ -2353,7 +2357,8 @@ class FunctionWalker:
             getattr(inner.func, "id", "")
         tensor = (callee == "isinstance" and len(inner.args) == 2 and
                   _isinstance_names(inner.args[1]) == ["Tensor"]) or callee == "is_tensor"
-        if not tensor or host_named(word) or shape_named(word) or known.kind != UNKNOWN:
+        if not tensor or host_named(word) or shape_named(word) or known.kind != UNKNOWN or \
+                known == MOVED_L or self.m.is_kept_on_cpu(word):
             return {}
         return {name: Label(CUDA, f"`{name}` is checked to be a tensor and nothing puts it on "
                                   "the CPU (devices.default: cuda)", mask_named(word),
@@ -2611,13 +2616,13 @@ class FunctionWalker:
                               "its declaration says so)")
         if declared == "moved":  # `self.ids = self.ids.cpu()` somewhere in the class
             if attr != self.moving or not self.m.default_cuda or shape_named(attr):
-                return UNKNOWN_L  # on the host after the move, on the GPU before it
+                return MOVED_L  # on the host after the move, on the GPU before it
             return Label(CUDA, f"`{owner}.{attr}` is moved to the host here, so it was a "
                                "tensor (devices.default: cuda)", mask_named(attr), weak=True)
         if host_named(attr):
             return Label(CPU, f"`{attr}` is named as a host value")
         if attr in self.m.moved_to_host and attr != self.moving:
-            return UNKNOWN_L  # where it is not the copy that moves it to the host
+            return MOVED_L  # where it is not the copy that moves it to the host
         if self.m.default_cuda and not shape_named(attr):
             return Label(CUDA, f"`{owner}.{attr}` is declared torch.Tensor and nothing puts it "
                                "on the CPU (devices.default: cuda)", mask_named(attr), weak=True)
@@ -2647,6 +2652,8 @@ class FunctionWalker:
             return Label(CUDA, f"`{attr}` is declared torch.Tensor in the project and nothing "
                                "puts it on the CPU (devices.default: cuda)", mask_named(attr),
                          weak=True)
+        if attr in self.m.moved_somewhere:
+            return MOVED_L
         return UNKNOWN_L
 
     def _under_torch(self, node: ast.Attribute) -> bool:
@@ -2682,6 +2689,8 @@ class FunctionWalker:
             return base.but(boolean=False)
         if base.kind == VALUE and _is_shape(node.value):
             return VALUE_L  # `t.shape[0]`, `t.size()[1]`: an int
+        if base is MOVED_L:
+            return MOVED_L  # an item of a field moved to the host somewhere
         return UNKNOWN_L
 
     def _check_pending_read(self, node: ast.expr, read: bool) -> None:

@@ -1591,6 +1591,7 @@ class HotFacts:
     names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
     kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
     moved_to_host: frozenset[str] = frozenset()  # fields set to a host copy somewhere
+    moved_anywhere: frozenset[str] = frozenset()  # the same and those of known classes
     # rel -> local names of the tensor-returning project functions the file imports
     imported_returns: dict[str, frozenset[str]] = field(default_factory=dict)
     # rel -> function -> tensor parameters some caller fills with a host value
@@ -1636,6 +1637,9 @@ class HotFacts:
         moved = names & self.moved_to_host
         if moved:
             out["moved_to_host"] = sorted(moved)
+        moved_somewhere = (names & self.moved_anywhere) - moved
+        if moved_somewhere:
+            out["moved_somewhere"] = sorted(moved_somewhere)
         return out
 
     def digest(self, rel: str, devices: dict[str, Any] | None = None) -> str:
@@ -2349,6 +2353,7 @@ class Linker:
         anywhere.update(facts.moved_to_host)
         for fields in self.moved_fields.values():
             anywhere.update(fields)
+        facts.moved_anywhere = frozenset(anywhere)
         facts.tensor_fields = frozenset(n for n, kinds in field_kinds.items()
                                         if kinds == {"tensor"} and n not in kept
                                         and n not in anywhere)
