@@ -3154,7 +3154,8 @@ def test_a_decorators_wrapper_an_aliased_return_class_and_a_closure(tmp_path, ru
     # `@with_transfer` wraps a hot function: its wrapper's calls run every step. The group
     # getter returns `ConnectorType`, an alias of the interface: the implementation's
     # `save_layer` is hot. There, a closure annotated `-> torch.Tensor` returns a tensor
-    # computed from its (CUDA) argument.
+    # computed from its (CUDA) argument. `get_group().wait_layer()`, a method called on a
+    # function's result, reaches the implementation too.
     root = write_project(tmp_path, {
         "kv/__init__.py": "",
         "kv/base.py": """
@@ -3162,6 +3163,9 @@ def test_a_decorators_wrapper_an_aliased_return_class_and_a_closure(tmp_path, ru
 
             class ConnectorBase:
                 def save_layer(self, name: str, kv: torch.Tensor) -> None:
+                    raise NotImplementedError
+
+                def wait_layer(self, name: str) -> None:
                     raise NotImplementedError
 
             ConnectorType = ConnectorBase
@@ -3177,6 +3181,9 @@ def test_a_decorators_wrapper_an_aliased_return_class_and_a_closure(tmp_path, ru
 
                     part = extract(kv, [0, 1])
                     self.store[name] = part.cpu()
+
+                def wait_layer(self, name: str) -> None:
+                    torch.cuda.synchronize()
         """,
         "kv/state.py": """
             from kv.base import ConnectorType
@@ -3191,6 +3198,7 @@ def test_a_decorators_wrapper_an_aliased_return_class_and_a_closure(tmp_path, ru
 
             def with_transfer(func):
                 def wrapper(*args, **kwargs):
+                    get_group().wait_layer("layer")
                     out = func(*args, **kwargs)
                     group = get_group()
                     group.save_layer("layer", out)
@@ -3213,6 +3221,33 @@ def test_a_decorators_wrapper_an_aliased_return_class_and_a_closure(tmp_path, ru
     }, config='devices = {default = "cuda"}\n')
     found = sync_findings(run_cli, root)
     assert [(f["path"], f["line"], f["code"]) for f in found] == [
-        ("kv/example.py", 11, "RB103")]
+        ("kv/example.py", 11, "RB103"), ("kv/example.py", 14, "RB105")]
     assert "with_transfer" in found[0]["message"]
     assert "returned by `extract()`" in found[0]["message"]
+
+
+def test_a_function_that_imports_its_callee_itself_makes_it_hot(tmp_path, run_cli):
+    # `from engine.ops import apply_penalties` inside the hot method (as engines do against
+    # import cycles): the call reaches the helper in the other module, as a module-level
+    # import would; a name the module imports at its top is not changed for other functions.
+    root = write_project(tmp_path, {
+        "engine/__init__.py": "",
+        "engine/runner.py": """
+            import torch
+
+            class ModelRunner:
+                def __init__(self):
+                    self.buf = torch.zeros(8, device="cuda")
+
+                def execute_model(self, batch):
+                    from engine.ops import apply_penalties
+                    return apply_penalties(self.buf)
+
+                def load_model(self):
+                    return apply_penalties(self.buf)
+        """,
+        "engine/ops.py": OPS,
+    })
+    assert sync_sites(run_cli, root) == [("engine/ops.py", 5, "RB101")]
+    explained = run_cli(["explain", "engine/ops.py:5"], cwd=root)
+    assert "ModelRunner.execute_model" in explained.out

@@ -43,7 +43,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 48
+SUMMARY_VERSION = 50
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -91,6 +91,8 @@ def _specific_method_name(name: str) -> bool:
                 name.startswith("__") or "_" not in name.strip("_"))
 
 
+# `get_group().save_layer(...)`: a method called on what a function (no arguments) returns.
+_CHAINED_CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)\.(\w+)\s*\(")
 _CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s*\(|super\(\)\.(\w+)\s*\(")
 # A bound method handed to a call as a callback (`run(reqs, self._apply, self.mgr.sync)`):
 # the callee calls it.
@@ -527,6 +529,24 @@ class _Summariser:
 
     def _function_from_text(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
                             cls: dict[str, Any] | None) -> dict[str, Any]:
+        """A function's summary, with the names the function imports itself (`from pkg.ops
+        import helper` in its body, common against import cycles) qualified as well."""
+        first, last = node.lineno, node.end_lineno or node.lineno
+        if not any("import " in line for line in self.lines[first - 1:last]):
+            return self._function_summary(node, cls)
+        local = [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        if not local:
+            return self._function_summary(node, cls)
+        module_imports = self.imports
+        self.imports = dict(module_imports)
+        try:
+            self._imports(local)  # type: ignore[arg-type]
+            return self._function_summary(node, cls)
+        finally:
+            self.imports = module_imports
+
+    def _function_summary(self, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                          cls: dict[str, Any] | None) -> dict[str, Any]:
         """A function's summary: types from its statements, calls from its lines."""
         types: dict[str, str] = {}
         args = node.args
@@ -621,6 +641,14 @@ class _Summariser:
                     calls.append(ref)
                 if flag == 1 and ref not in loop_calls:
                     loop_calls.append(ref)
+            if "()." in code:
+                for match in _CHAINED_CALL.finditer(code):
+                    qual = self.qualify(match.group(1)) if not match.group(1).startswith(
+                        ("self.", "cls.")) else None
+                    ref = f"T:(){qual}:{match.group(2)}" if qual else None
+                    if ref is not None and ref not in seen:
+                        seen.add(ref)
+                        calls.append(ref)
         out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
         # What a dispatcher returns off guarded (other-platform, debug) branches.
         returned = sorted({r.value.attr for r in self_returns  # type: ignore[union-attr]
