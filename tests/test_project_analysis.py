@@ -3251,3 +3251,55 @@ def test_a_function_that_imports_its_callee_itself_makes_it_hot(tmp_path, run_cl
     assert sync_sites(run_cli, root) == [("engine/ops.py", 5, "RB101")]
     explained = run_cli(["explain", "engine/ops.py:5"], cwd=root)
     assert "ModelRunner.execute_model" in explained.out
+
+
+def test_reading_a_property_runs_its_getter(tmp_path, run_cli):
+    # `attn_metadata.decode_metadata` in a hot forward (same module) and `meta.seq_lens_cpu`
+    # in the runner (another module): each getter runs on the read, so its sync is per step.
+    # A getter nobody hot reads, and a read of a plain field of the same name, are not.
+    root = write_project(tmp_path, {
+        "b/__init__.py": "",
+        "b/meta.py": """
+            from dataclasses import dataclass
+
+            import torch
+
+            @dataclass
+            class CommonMeta:
+                seq_lens: torch.Tensor
+
+                @property
+                def seq_lens_cpu(self):
+                    return self.seq_lens.to("cpu")
+
+                @property
+                def unused_view(self):
+                    return self.seq_lens.tolist()
+
+            @dataclass
+            class TreeMeta:
+                query_start_loc: torch.Tensor
+
+                @property
+                def decode_metadata(self):
+                    lens = torch.diff(self.query_start_loc)
+                    return int(lens.max().item())
+
+            class TreeAttention(torch.nn.Module):
+                def forward(self, x, attn_metadata: TreeMeta):
+                    if n := attn_metadata.decode_metadata:
+                        return x[:n]
+                    return x
+        """,
+        "b/runner.py": """
+            import torch
+            import vllm
+            from b.meta import CommonMeta
+
+            class ModelRunner:
+                def execute_model(self, meta: CommonMeta):
+                    return meta.seq_lens_cpu
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("b/meta.py", 12, "RB103"),
+                                         ("b/meta.py", 25, "RB102")]

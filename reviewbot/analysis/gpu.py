@@ -1355,6 +1355,12 @@ class ModuleAnalyzer:
             cls.on_cuda = _matches(cls.name, self.packs.cuda_classes)
         # Module-level functions, found in a caller's text as `name(`.
         self._module_functions = [q for q in self.functions if "." not in q]
+        # Getters of this module's `@property` methods, by name: a read runs them.
+        self._properties: dict[str, list[FunctionInfo]] = {}
+        for info in self.functions.values():
+            if info.cls is not None and any(isinstance(d, ast.Name) and d.id == "property"
+                                            for d in info.node.decorator_list):
+                self._properties.setdefault(info.node.name, []).append(info)
 
     # Index ------------------------------------------------------------------------
     def _index(self, body: list[ast.stmt], cls: ClassInfo | None, prefix: str) -> None:
@@ -1576,6 +1582,10 @@ class ModuleAnalyzer:
                     yield self.functions[name]
                     break
                 start = text.find(name + "(", start + 1)
+        for name, getters in self._properties.items():
+            if len(getters) <= 3 and "." + name in text and \
+                    re.search(rf"\.{name}\b(?!\s*\()(?!\s*=[^=])", text):
+                yield from getters  # `meta.decode_metadata`: the getter runs
 
     def _one_off(self, caller: FunctionInfo, callee: FunctionInfo) -> bool:
         """A callee that clears the flag its call is guarded by runs once, not per step:

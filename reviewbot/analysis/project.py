@@ -43,7 +43,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 50
+SUMMARY_VERSION = 52
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -58,6 +58,7 @@ MAX_INTERFACE_IMPLEMENTATIONS = 16
 # How many project classes one module's device facts describe (those it imports or
 # defines, and the classes their fields hold).
 MAX_SUBCLASS_FIELDS_WALK = 64  # subclasses read for the fields an interface leaves out
+MAX_PROPERTY_READS = 32  # attribute names a function's summary keeps
 MAX_HELD_CLASSES = 256
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 # Method names too common to resolve by name alone (containers, files, tensors, threads).
@@ -93,6 +94,8 @@ def _specific_method_name(name: str) -> bool:
 
 # `get_group().save_layer(...)`: a method called on what a function (no arguments) returns.
 _CHAINED_CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\(\)\.(\w+)\s*\(")
+# `meta.decode_metadata`: an attribute read that is not a call (nor an assignment to it).
+_READ = re.compile(r"(?:(?<![\w.])([A-Za-z_]\w*))?\.([A-Za-z_]\w*)\b(?!\s*\()(?!\s*=[^=])")
 _CALL = re.compile(r"(?<![\w.)\]])((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)\s*\(|super\(\)\.(\w+)\s*\(")
 # A bound method handed to a call as a callback (`run(reqs, self._apply, self.mgr.sync)`):
 # the callee calls it.
@@ -612,10 +615,17 @@ class _Summariser:
             if ref is not None and ref.startswith("Q:") and ref not in seen:
                 seen.add(ref)
                 calls.append(ref)
+        reads: set[str] = set()  # attributes read, not called: a property runs its getter
         for offset, flag in enumerate(flags):
             if flag == 2:
                 continue
             line = self.lines[first - 1 + offset] if first - 1 + offset < len(self.lines) else ""
+            if "." in line and len(reads) < MAX_PROPERTY_READS:
+                for match in _READ.finditer(line.split("#", 1)[0] if "#" in line else line):
+                    head, name = match.group(1), match.group(2)
+                    if "_" in name.strip("_"):
+                        # `meta.decode_metadata` of an annotated `meta`: that class's getter.
+                        reads.add(f"{name}@{types[head]}" if head in types else name)
             if "self." in line or "cls." in line:
                 code = line.split("#", 1)[0] if "#" in line else line
                 for match in _CALLBACK.finditer(code):
@@ -650,6 +660,11 @@ class _Summariser:
                         seen.add(ref)
                         calls.append(ref)
         out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
+        if cls is not None and any(isinstance(d, ast.Name) and d.id == "property"
+                                   for d in node.decorator_list):
+            out["property"] = 1
+        if reads:
+            out["reads"] = sorted(reads)[:MAX_PROPERTY_READS]
         # What a dispatcher returns off guarded (other-platform, debug) branches.
         returned = sorted({r.value.attr for r in self_returns  # type: ignore[union-attr]
                            if 0 <= r.lineno - first < len(flags) and flags[r.lineno - first] != 2})
@@ -1701,6 +1716,7 @@ class Linker:
         self.classes: dict[str, tuple[ModuleEntry, str, dict[str, Any]]] = {}
         self.by_method: dict[str, list[str]] = {}
         self.by_function: dict[str, list[str]] = {}  # module-level functions by name
+        self.properties: dict[str, list[str]] = {}  # getters of `@property` methods by name
         for name, entry in index.modules.items():
             summary = entry.summary
             if not summary:
@@ -1713,6 +1729,8 @@ class Linker:
                 owner, _, method = local.rpartition(".")
                 if owner and f"{name}.{owner}" in self.classes:
                     self.by_method.setdefault(method, []).append(qual)
+                    if summary["functions"][local].get("property"):
+                        self.properties.setdefault(method, []).append(qual)
                 elif not owner:
                     self.by_function.setdefault(local, []).append(qual)
         self.subclasses: dict[str, list[str]] = {}
@@ -2031,6 +2049,17 @@ class Linker:
         out: list[str] = []
         for ref in info["calls"]:
             out.extend(self._resolve_ref(ref, cls))
+        for read in info.get("reads", ()):
+            name, _, typ = read.partition("@")
+            getters = self.properties.get(name, ())
+            if not getters:
+                continue
+            resolved = self.resolve_class(typ) if typ and not typ.startswith("()") else None
+            if resolved:  # `meta: TreeAttentionMetadata`: its own getter
+                found = self.method_of(resolved, name)
+                out.extend([found] if found in getters else [])
+            elif len(getters) <= MAX_NAME_CANDIDATES:  # `meta.seq_lens_cpu`, few getters
+                out.extend(getters)
         return out
 
     def _resolve_ref(self, ref: str, cls: str | None) -> list[str]:
