@@ -3303,3 +3303,55 @@ def test_reading_a_property_runs_its_getter(tmp_path, run_cli):
     }, config='devices = {default = "cuda"}\n')
     assert sync_sites(run_cli, root) == [("b/meta.py", 12, "RB103"),
                                          ("b/meta.py", 25, "RB102")]
+
+
+def test_a_receiver_named_by_one_word_reaches_the_few_classes_ending_in_it(tmp_path, run_cli):
+    # `for penalizer in self.penalizers.values(): penalizer.apply(logits)`: the penalizers
+    # are `_BatchedPenalizer`s (the one class ending in "Penalizer" that defines `apply`),
+    # whose `apply` calls each subclass's `_apply`. A word that ends more than a few
+    # classes' names defining the method (`state.update()`) reaches none.
+    root = write_project(tmp_path, {
+        "p/__init__.py": "",
+        "p/penalties.py": """
+            import torch
+
+            class _BatchedPenalizer:
+                def apply(self, logits: torch.Tensor):
+                    self._apply(logits)
+
+                def _apply(self, logits):
+                    raise NotImplementedError
+
+            class MinTokensPenalizer(_BatchedPenalizer):
+                def _apply(self, logits: torch.Tensor):
+                    mask = logits > 0
+                    logits[mask] += 1.0
+
+            class AState:
+                def update(self, x: torch.Tensor):
+                    return x.tolist()
+
+            class BState:
+                def update(self, x: torch.Tensor):
+                    return x.tolist()
+
+            class CState:
+                def update(self, x: torch.Tensor):
+                    return x.tolist()
+
+            class DState:
+                def update(self, x: torch.Tensor):
+                    return x.tolist()
+        """,
+        "p/orchestrator.py": """
+            import sglang
+
+            class Scheduler:
+                def run_batch(self, logits, penalizers, states):
+                    for penalizer in penalizers:
+                        penalizer.apply(logits)
+                    for state in states:
+                        state.update(logits)
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("p/penalties.py", 14, "RB104")]

@@ -1764,6 +1764,7 @@ class Linker:
         self._module_cache: dict[str, bool] = {}
         self._by_snake_name: dict[str, list[str]] | None = None
         self._by_snake_tail: dict[str, list[str]] | None = None
+        self._by_last_word: dict[str, list[str]] | None = None
         self._off_cuda: dict[str, bool] = {}
 
     def _place_made_classes(self, made: list[str]) -> None:
@@ -2123,7 +2124,7 @@ class Linker:
         the method's name."""
         wanted = receiver.strip("_").lower()
         if "_" not in wanted:
-            return []  # one word (`output.tolist()`) names no class for sure
+            return self._named_for_word(name, wanted)
         if self._by_snake_name is None:  # `LogprobsTensors` -> "logprobs_tensors"
             self._by_snake_name = {}
             for cls in self.classes:
@@ -2144,6 +2145,22 @@ class Linker:
         found = [f"{cls}.{name}" for cls in self._by_snake_tail.get(wanted, ())
                  if f"{cls}.{name}" in self.functions]
         return found if len(found) <= MAX_INTERFACE_IMPLEMENTATIONS else []
+
+    def _named_for_word(self, name: str, word: str) -> list[str]:
+        """``penalizer.apply()``: the method ``name`` of the classes whose name ends in the
+        receiver's one word (``_BatchedPenalizer.apply``), only when at most a few of them
+        define it (one word, ``output``, names no class for sure)."""
+        if len(word) < 5 or not word.isalpha():
+            return []
+        if self._by_last_word is None:
+            self._by_last_word = {}
+            for cls in self.classes:
+                words = _CAMEL_WORD.findall(cls.rpartition(".")[2])
+                if words:
+                    self._by_last_word.setdefault(words[-1].lower(), []).append(cls)
+        found = [f"{cls}.{name}" for cls in self._by_last_word.get(word, ())
+                 if f"{cls}.{name}" in self.functions]
+        return found if len(found) <= MAX_NAME_CANDIDATES else []
 
     def _named_like(self, candidates: list[str], receiver: str,
                     strict: bool = False) -> list[str]:
