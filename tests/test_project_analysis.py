@@ -3308,8 +3308,8 @@ def test_reading_a_property_runs_its_getter(tmp_path, run_cli):
 def test_a_receiver_named_by_one_word_reaches_the_few_classes_ending_in_it(tmp_path, run_cli):
     # `for penalizer in self.penalizers.values(): penalizer.apply(logits)`: the penalizers
     # are `_BatchedPenalizer`s (the one class ending in "Penalizer" that defines `apply`),
-    # whose `apply` calls each subclass's `_apply`. A word that ends more than a few
-    # classes' names defining the method (`state.update()`) reaches none.
+    # whose `apply` calls each subclass's `_apply`. A word that ends the names of several
+    # classes defining the method (`state.update()`) reaches none.
     root = write_project(tmp_path, {
         "p/__init__.py": "",
         "p/penalties.py": """
@@ -3335,13 +3335,6 @@ def test_a_receiver_named_by_one_word_reaches_the_few_classes_ending_in_it(tmp_p
                 def update(self, x: torch.Tensor):
                     return x.tolist()
 
-            class CState:
-                def update(self, x: torch.Tensor):
-                    return x.tolist()
-
-            class DState:
-                def update(self, x: torch.Tensor):
-                    return x.tolist()
         """,
         "p/orchestrator.py": """
             import sglang

@@ -2147,9 +2147,10 @@ class Linker:
         return found if len(found) <= MAX_INTERFACE_IMPLEMENTATIONS else []
 
     def _named_for_word(self, name: str, word: str) -> list[str]:
-        """``penalizer.apply()``: the method ``name`` of the classes whose name ends in the
-        receiver's one word (``_BatchedPenalizer.apply``), only when at most a few of them
-        define it (one word, ``output``, names no class for sure)."""
+        """``penalizer.apply()``: the method ``name`` of the class whose name ends in the
+        receiver's one word (``_BatchedPenalizer.apply``), only when one such class defines
+        it: a common word (``tensors.tolists()`` of three unrelated ``*Tensors``, on the GPU
+        or on host copies) names no class for sure."""
         if len(word) < 5 or not word.isalpha():
             return []
         if self._by_last_word is None:
@@ -2160,7 +2161,7 @@ class Linker:
                     self._by_last_word.setdefault(words[-1].lower(), []).append(cls)
         found = [f"{cls}.{name}" for cls in self._by_last_word.get(word, ())
                  if f"{cls}.{name}" in self.functions]
-        return found if len(found) <= MAX_NAME_CANDIDATES else []
+        return found if len(found) == 1 else []
 
     def _named_like(self, candidates: list[str], receiver: str,
                     strict: bool = False) -> list[str]:
