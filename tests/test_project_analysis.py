@@ -3348,3 +3348,47 @@ def test_a_receiver_named_by_one_word_reaches_the_few_classes_ending_in_it(tmp_p
         """,
     }, config='devices = {default = "cuda"}\n')
     assert sync_sites(run_cli, root) == [("p/penalties.py", 14, "RB104")]
+
+
+def test_a_method_called_only_on_host_copies_reads_host_fields(tmp_path, run_cli):
+    # `self.experts_cpu.tolists()`: every hot call of `ExpertsTensors.tolists` is on an
+    # object named as a host copy, so its declared tensor fields are host tensors there.
+    # `LogprobsTensors.tolists`, also called on a device object, keeps them on the GPU.
+    root = write_project(tmp_path, {
+        "o/__init__.py": "",
+        "o/outputs.py": """
+            from dataclasses import dataclass
+
+            import torch
+
+            @dataclass
+            class ExpertsTensors:
+                routing: torch.Tensor
+
+                def tolists(self):
+                    return self.routing.cpu().tolist()
+
+            @dataclass
+            class LogprobsTensors:
+                ranks: torch.Tensor
+
+                def tolists(self):
+                    return self.ranks.cpu().tolist()
+        """,
+        "o/runner.py": """
+            import vllm
+            from o.outputs import ExpertsTensors, LogprobsTensors
+
+            class ModelRunner:
+                def __init__(self, experts_cpu: ExpertsTensors, logprobs: LogprobsTensors,
+                             logprobs_cpu: LogprobsTensors):
+                    self.experts_cpu = experts_cpu
+                    self.logprobs = logprobs
+                    self.logprobs_cpu = logprobs_cpu
+
+                def execute_model(self):
+                    return (self.experts_cpu.tolists(), self.logprobs.tolists(),
+                            self.logprobs_cpu.tolists())
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("o/outputs.py", 18, "RB103")]

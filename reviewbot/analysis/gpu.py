@@ -1306,6 +1306,8 @@ class ModuleAnalyzer:
         self.host_params: dict[str, list[str]] = devices.get("host_params", {}) or {}
         # function -> parameter -> what every hot caller passes: "" (not None), "T", "F"
         self.passed_params: dict[str, dict[str, str]] = devices.get("passed_params", {}) or {}
+        # Methods every hot call of which is on a host copy (`self.experts_cpu.tolists()`).
+        self.host_self = frozenset(devices.get("host_self", ()))
         # Fields some code in the project sets to a host copy: their device depends on
         # when they are read, so the default device is not assumed for them.
         self.moved_to_host = frozenset(devices.get("moved_to_host", ()))
@@ -2573,6 +2575,10 @@ class FunctionWalker:
             for klass in self.m._mro(cls):
                 declared = self.m.class_fields.get("local:" + klass.name, {}).get(node.attr)
                 if declared is not None:
+                    if declared == "tensor" and self.func.qualname in self.m.host_self:
+                        return Label(CPU, f"`{klass.name}.{node.attr}` of a host copy: every "
+                                          f"hot call of `{self.func.name}` is on an object "
+                                          "named as a host value")
                     return self._declared_field(node.attr, declared, klass.name)
             return self._named_attribute(node, own=True)
         if isinstance(base_node, ast.Name) and base_node.id in self.env and \

@@ -1621,6 +1621,19 @@ def _valid_summary(value: Any) -> bool:
 
 
 # The link phase ---------------------------------------------------------------------------
+def _host_receiver(ref: str) -> bool:
+    """Whether a call reference's receiver is named as a host value (``A:x_cpu:m``,
+    ``M:m:x_cpu``)."""
+    from reviewbot.analysis.gpu import host_named
+
+    kind, _, rest = ref.partition(":")
+    if kind == "A":
+        return host_named(rest.partition(":")[0])
+    if kind == "M":
+        return host_named(rest.partition(":")[2])
+    return False
+
+
 @dataclass
 class HotFacts:
     """What the link phase found: per module, each hot function's chain."""
@@ -1635,6 +1648,8 @@ class HotFacts:
     kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
     moved_to_host: frozenset[str] = frozenset()  # fields set to a host copy somewhere
     moved_anywhere: frozenset[str] = frozenset()  # the same and those of known classes
+    # rel -> methods every hot call of which is on a host copy (`self.experts_cpu.tolists()`)
+    host_self: dict[str, list[str]] = field(default_factory=dict)
     # rel -> local names of the tensor-returning project functions the file imports
     imported_returns: dict[str, frozenset[str]] = field(default_factory=dict)
     # rel -> function -> tensor parameters some caller fills with a host value
@@ -1677,6 +1692,8 @@ class HotFacts:
             out["host_params"] = self.host_params[rel]
         if rel in self.passed_params:
             out["passed_params"] = self.passed_params[rel]
+        if rel in self.host_self:
+            out["host_self"] = sorted(self.host_self[rel])
         moved = names & self.moved_to_host
         if moved:
             out["moved_to_host"] = sorted(moved)
@@ -2042,14 +2059,21 @@ class Linker:
         cls = f"{entry.name}.{owner}" if owner else None
         return cls if cls in self.classes else None
 
-    def callees(self, qual: str) -> list[str]:
-        """The project functions a function calls."""
+    def callees(self, qual: str, receivers: dict[str, bool] | None = None) -> list[str]:
+        """The project functions a function calls. ``receivers``: for each callee, whether
+        every call seen so far is on a receiver named as a host value
+        (``self.experts_cpu.tolists()``), updated here."""
         entry, local = self.functions[qual]
         info = entry.summary["functions"][local]
         cls = self.owner(qual)
         out: list[str] = []
         for ref in info["calls"]:
-            out.extend(self._resolve_ref(ref, cls))
+            found = self._resolve_ref(ref, cls)
+            out.extend(found)
+            if receivers is not None and found:
+                host = _host_receiver(ref)
+                for callee in found:
+                    receivers[callee] = receivers.get(callee, True) and host
         for read in info.get("reads", ()):
             name, _, typ = read.partition("@")
             getters = self.properties.get(name, ())
@@ -2061,6 +2085,9 @@ class Linker:
                 out.extend([found] if found in getters else [])
             elif len(getters) <= MAX_NAME_CANDIDATES:  # `meta.seq_lens_cpu`, few getters
                 out.extend(getters)
+            if receivers is not None:
+                for callee in getters:
+                    receivers[callee] = False
         return out
 
     def _resolve_ref(self, ref: str, cls: str | None) -> list[str]:
@@ -2346,6 +2373,7 @@ class Linker:
         """Hot functions of every module, with the chain from an entry point."""
         chains: dict[str, list[str]] = {}
         hot_callers: dict[str, set[str]] = {}  # function -> the hot functions calling it
+        receivers: dict[str, bool] = {}  # function -> every hot call is on a host copy
         queue: deque[str] = deque()
         off = {rel for rel in self.index.by_rel if off_path(rel)}
         for qual in self.functions:
@@ -2360,7 +2388,7 @@ class Linker:
             chain = chains[qual]
             if len(chain) >= MAX_LINK_DEPTH:
                 continue
-            called = self.callees(qual)
+            called = self.callees(qual, receivers)
             for callee in called:
                 hot_callers.setdefault(callee, set()).add(qual)
             callees = [*called, *self.overrides(qual)]
@@ -2439,6 +2467,10 @@ class Linker:
             facts.hot.setdefault(entry.rel, {})[local] = chain
         facts.host_params = self.host_parameters(hot_callers)
         facts.passed_params = self.passed_parameters(hot_callers)
+        for qual, host in receivers.items():
+            if host and qual in chains and len(chains[qual]) > 1 and qual in self.functions:
+                entry, local = self.functions[qual]
+                facts.host_self.setdefault(entry.rel, []).append(local)
         facts.is_module_class = {c for c in self.classes if self._module_cache.get(c)}
         return facts
 
