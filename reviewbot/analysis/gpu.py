@@ -776,6 +776,11 @@ def guard_of(test: ast.expr) -> tuple[bool, bool]:
 _MEMO_DECORATORS = frozenset({"lru_cache", "cache"})
 
 
+def is_property(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@property``: reading the attribute runs the function."""
+    return any(isinstance(d, ast.Name) and d.id == "property" for d in node.decorator_list)
+
+
 def memoised(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """``@functools.lru_cache`` / ``@functools.cache``: the body runs once per distinct
     arguments (a shape, a device), not once per step."""
@@ -1360,8 +1365,7 @@ class ModuleAnalyzer:
         # Getters of this module's `@property` methods, by name: a read runs them.
         self._properties: dict[str, list[FunctionInfo]] = {}
         for info in self.functions.values():
-            if info.cls is not None and any(isinstance(d, ast.Name) and d.id == "property"
-                                            for d in info.node.decorator_list):
+            if info.cls is not None and is_property(info.node):
                 self._properties.setdefault(info.node.name, []).append(info)
 
     # Index ------------------------------------------------------------------------

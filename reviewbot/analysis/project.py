@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
-                                    memoised, optional_parameters)
+                                    is_property, memoised, optional_parameters)
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
@@ -660,8 +660,7 @@ class _Summariser:
                         seen.add(ref)
                         calls.append(ref)
         out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
-        if cls is not None and any(isinstance(d, ast.Name) and d.id == "property"
-                                   for d in node.decorator_list):
+        if cls is not None and is_property(node):
             out["property"] = 1
         if reads:
             out["reads"] = sorted(reads)[:MAX_PROPERTY_READS]
