@@ -41,7 +41,11 @@ class BlockingCopyToDevice(SyncRule):
     ```
 
     ## Options
-    None. Turn it on with `--select RB107` or `extend-select = ["RB107"]`.
+    Off by default: turn it on with `--select RB107` or `extend-select = ["RB107"]`.
+    - `report-in-allowed-blocks` (bool, default false): also report syncs inside a
+      `with` block of a sync-allowed context (`sync-allowed-contexts` of the rule packs,
+      such as `gpu_sync_allowed()`), with a note. The project marks those as expected,
+      like a `noqa`; the host still waits there.
 
     ## Fix safety
     No automatic fix: a non-blocking copy needs a pinned buffer that outlives the copy.
