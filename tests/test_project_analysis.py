@@ -3392,3 +3392,42 @@ def test_a_method_called_only_on_host_copies_reads_host_fields(tmp_path, run_cli
         """,
     }, config='devices = {default = "cuda"}\n')
     assert sync_sites(run_cli, root) == [("o/outputs.py", 18, "RB103")]
+
+
+def test_methods_of_a_class_named_for_another_accelerator_are_not_hot(tmp_path, run_cli):
+    # The runner dispatches to an attention backend it holds; the XPU and Aiter (ROCm)
+    # backends' syncs run off CUDA. `CpuGpuBuffer` names the CPU, which a CUDA engine's
+    # paired buffers do too: its method stays hot.
+    root = write_project(tmp_path, {
+        "q/__init__.py": "",
+        "q/attn.py": """
+            import torch
+
+            class VisionIntelXPUAttention:
+                def forward(self, lens: torch.Tensor):
+                    return lens.max().item()
+
+            class AiterAttnBackend:
+                def forward(self, lens: torch.Tensor):
+                    return lens.max().item()
+
+            class CpuGpuBuffer:
+                def forward(self, lens: torch.Tensor):
+                    return lens.max().item()
+        """,
+        "q/runner.py": """
+            import vllm
+            from q.attn import AiterAttnBackend, CpuGpuBuffer, VisionIntelXPUAttention
+
+            class ModelRunner:
+                def __init__(self, a: VisionIntelXPUAttention, b: AiterAttnBackend,
+                             c: CpuGpuBuffer):
+                    self.a = a
+                    self.b = b
+                    self.c = c
+
+                def execute_model(self, lens):
+                    return self.a.forward(lens), self.b.forward(lens), self.c.forward(lens)
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("q/attn.py", 14, "RB102")]

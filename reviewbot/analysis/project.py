@@ -1054,6 +1054,18 @@ _MOVES_DATA = frozenset({"offload", "offloading", "swap", "swapper", "transfer",
                          "pinned", "staging"})
 
 
+_CAMEL_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z]|[0-9_]|$)|[A-Z]?[a-z]+|[0-9]+")
+
+
+def other_platform_class(name: str) -> bool:
+    """Whether a class's name names another accelerator among its words
+    (``VisionIntelXPUAttention``, ``AiterAttnBackend``, ``NPUGraphRunner``): its methods run
+    there, not on the CUDA path. The CPU is left out: ``CpuGpuBuffer`` is a CUDA engine's
+    paired buffer."""
+    words = {w.lower() for w in _CAMEL_WORDS.findall(name)}
+    return bool(words & (_PLATFORM_WORDS - {"cpu"})) and not words & _MOVES_DATA
+
+
 # The project a run indexes --------------------------------------------------------------
 ENGINES = ("vllm", "sglang")  # engines with a pack of their own, by package name
 
@@ -2051,6 +2063,11 @@ class Linker:
         self._module_cache[cls] = result
         return result
 
+    def _platform_owner(self, qual: str) -> bool:
+        """A method of a class named for another accelerator (``other_platform_class``)."""
+        cls = self.owner(qual)
+        return cls is not None and other_platform_class(cls.rpartition(".")[2])
+
     def owner(self, qual: str) -> str | None:
         """The class a method belongs to."""
         entry, local = self.functions[qual]
@@ -2379,7 +2396,7 @@ class Linker:
             if self.functions[qual][0].rel in off:
                 continue  # a benchmark's or a test's loop calls the step on purpose
             why = self.is_entry(qual)
-            if why is not None and not self.is_startup(qual):
+            if why is not None and not self.is_startup(qual) and not self._platform_owner(qual):
                 chains[qual] = [why]
                 queue.append(qual)
         while queue:
@@ -2392,7 +2409,7 @@ class Linker:
                 hot_callers.setdefault(callee, set()).add(qual)
             callees = [*called, *self.overrides(qual)]
             for callee in callees:
-                if callee in chains or self.is_startup(callee):
+                if callee in chains or self.is_startup(callee) or self._platform_owner(callee):
                     continue
                 if self.only_off_cuda(callee) and not self._below(self.owner(qual),
                                                                    self.owner(callee)):
