@@ -205,7 +205,7 @@ def test_intended_syncs_in_configured_blocks_are_not_reported(tmp_path):
     assert lines(tmp_path, source, RB105) == [8]
 
 
-def test_readbacks_in_sync_allowed_blocks_are_quiet_unless_asked_for(tmp_path):
+def test_readbacks_in_sync_allowed_blocks_are_reported_with_a_note(tmp_path):
     source = """
     import torch
 
@@ -217,12 +217,8 @@ def test_readbacks_in_sync_allowed_blocks_are_quiet_unless_asked_for(tmp_path):
                 n = lens.sum().item()
             return first, n, lens.tolist()
     """
-    quiet = [(f.line, f.code) for f in findings(tmp_path, source, RB101)
-             + findings(tmp_path, source, RB102)]
-    assert quiet == [(10, "RB101")]
-    asked = {"report-in-allowed-blocks": True}
-    found = {(f.line, f.code): f.message for f in findings(tmp_path, source, RB101, **asked)
-             + findings(tmp_path, source, RB102, **asked)}
+    found = {(f.line, f.code): f.message for f in findings(tmp_path, source, RB101)
+             + findings(tmp_path, source, RB102)}
     assert sorted(found) == [(8, "RB101"), (9, "RB102"), (10, "RB101")]
     assert "inside a sync-allowed block" in found[(8, "RB101")]
     assert "inside a sync-allowed block" in found[(9, "RB102")]

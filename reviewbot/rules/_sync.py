@@ -23,11 +23,6 @@ from reviewbot.rule import CstRule, Option
 INCLUDE_UNKNOWN = Option(
     "include-unknown", False,
     "Also report tensors whose device is unknown (as warnings).", (bool,))
-REPORT_IN_ALLOWED_BLOCKS = Option(
-    "report-in-allowed-blocks", False,
-    "Also report syncs inside a `with` block of a sync-allowed context (`sync-allowed-contexts` "
-    "of the rule packs), with a note: the project marks them as expected, yet the host waits.",
-    (bool,))
 HELPER_NAME = Option(
     "helper-name", "_to_list",
     "Name of the event-synced readback helper the fix calls (and adds when missing).",
@@ -107,7 +102,10 @@ class SyncRule(CstRule):
     # the CUDA tensors other modules hand it (a scheduler's mixin, a scorer of proposals).
     triggers = None
     HOT_ONLY = True
-    options = (REPORT_IN_ALLOWED_BLOCKS,)
+    # Whether a sync inside a `with` block of a sync-allowed context (`gpu_sync_allowed()`)
+    # goes unreported. The readback rules report it, with a note: the block says the sync
+    # is expected, yet the host waits all the same (those blocks often carry a TODO).
+    QUIET_IN_ALLOWED_BLOCKS = True
     # Each rule's candidates are the words of the node it matches: a finding's function
     # spells one.
     LOCAL_CANDIDATES = True
@@ -173,12 +171,10 @@ class SyncRule(CstRule):
         return self.get_metadata(DeviceProvider, node)
 
     def allowed(self, node: cst.CSTNode) -> bool:
-        """Whether the analysis takes a sync at ``node`` to be intended: under a debug,
-        validation or once-only guard, or in a sync-allowed ``with`` block (the project's
-        own mark, like a ``noqa``) unless ``report-in-allowed-blocks`` is on."""
+        """Whether the analysis takes a sync at ``node`` to be intended (a sync-allowed
+        block counts unless the rule reports in those)."""
         flags = self._sync_flags(node)
-        return bool(flags & QUIET) or (bool(flags & MARKED) and not self.settings.get(
-            "report-in-allowed-blocks", False))
+        return bool(flags & QUIET) or (self.QUIET_IN_ALLOWED_BLOCKS and bool(flags & MARKED))
 
     def in_allowed_block(self, node: cst.CSTNode) -> bool:
         """Whether ``node`` is inside a ``with`` block of a sync-allowed context."""

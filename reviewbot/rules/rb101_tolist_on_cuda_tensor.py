@@ -8,8 +8,7 @@ from reviewbot.lazy import libcst as cst
 
 from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, REPORT_IN_ALLOWED_BLOCKS, \
-    RUNNER_WITH_HELPER, SyncRule
+from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule
 
 _RUNNER = '''
 import torch
@@ -73,10 +72,6 @@ class TolistOnCudaTensor(SyncRule):
 
     - `helper-name` (string, default `_to_list`): the event-synced readback helper the
       fix calls.
-    - `report-in-allowed-blocks` (bool, default false): also report syncs inside a
-      `with` block of a sync-allowed context (`sync-allowed-contexts` of the rule packs,
-      such as `gpu_sync_allowed()`), with a note. The project marks those as expected,
-      like a `noqa`; the host still waits there.
 
     ## Fix safety
     Safe. The call becomes `self._to_list(x)` (or `_to_list(x)` in a free function). A
@@ -98,7 +93,8 @@ class TolistOnCudaTensor(SyncRule):
                    "and wait on a torch.cuda.Event")
     CANDIDATES = ("tolist",)
     NEEDS_CUDA = True
-    options = (INCLUDE_UNKNOWN, HELPER_NAME, REPORT_IN_ALLOWED_BLOCKS)
+    QUIET_IN_ALLOWED_BLOCKS = False
+    options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "safe"
     VALID = [
         Valid(_RUNNER.format(body="return logits.cpu().numpy().tolist()  # numpy")),

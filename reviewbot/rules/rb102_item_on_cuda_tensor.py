@@ -25,8 +25,7 @@ def _zero_dimensional(expr: ast.expr) -> bool:
     if isinstance(owner, ast.Name) and owner.id == "torch":
         return len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred)
     return not expr.args
-from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, REPORT_IN_ALLOWED_BLOCKS, \
-    RUNNER_WITH_HELPER, SyncRule
+from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule
 
 
 # A class that already has the event-synced readback helper: the fix calls it.
@@ -66,10 +65,6 @@ class ItemOnCudaTensor(SyncRule):
 
     - `helper-name` (string, default `_to_list`): the event-synced readback helper the
       fix calls.
-    - `report-in-allowed-blocks` (bool, default false): also report syncs inside a
-      `with` block of a sync-allowed context (`sync-allowed-contexts` of the rule packs,
-      such as `gpu_sync_allowed()`), with a note. The project marks those as expected,
-      like a `noqa`; the host still waits there.
 
     ## Fix safety
     Safe where the tensor is provably 0-d (a full reduction such as `x.sum()` or
@@ -86,7 +81,8 @@ class ItemOnCudaTensor(SyncRule):
                    "pinned copy")
     CANDIDATES = ("item",)
     NEEDS_CUDA = True
-    options = (INCLUDE_UNKNOWN, HELPER_NAME, REPORT_IN_ALLOWED_BLOCKS)
+    QUIET_IN_ALLOWED_BLOCKS = False
+    options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [
         Valid("import torch\nclass R:\n    def execute_model(self, n):\n"

@@ -9,8 +9,8 @@ from reviewbot.lazy import libcst as cst
 from reviewbot.finding import Fix
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import CPU, CUDA, DEV_CPU, HELPER_NAME, INCLUDE_UNKNOWN, \
-    REPORT_IN_ALLOWED_BLOCKS, RUNNER_WITH_HELPER, UNKNOWN, SyncRule
+from reviewbot.rules._sync import CPU, CUDA, DEV_CPU, HELPER_NAME, INCLUDE_UNKNOWN, UNKNOWN, \
+    RUNNER_WITH_HELPER, SyncRule
 
 _HOST_WORDS = ("cpu", "pinned", "host")
 
@@ -58,10 +58,6 @@ class BlockingCopyToHost(SyncRule):
 
     - `helper-name` (string, default `_to_list`): the event-synced readback helper the
       fix calls.
-    - `report-in-allowed-blocks` (bool, default false): also report syncs inside a
-      `with` block of a sync-allowed context (`sync-allowed-contexts` of the rule packs,
-      such as `gpu_sync_allowed()`), with a note. The project marks those as expected,
-      like a `noqa`; the host still waits there.
 
     ## Fix safety
     Safe where the copy is turned into a list (`x.cpu().tolist()`,
@@ -77,7 +73,8 @@ class BlockingCopyToHost(SyncRule):
                    "wait on a torch.cuda.Event")
     CANDIDATES = ("cpu", "numpy", ".to(", "copy_", "[")
     NEEDS_CUDA = True
-    options = (INCLUDE_UNKNOWN, HELPER_NAME, REPORT_IN_ALLOWED_BLOCKS)
+    QUIET_IN_ALLOWED_BLOCKS = False
+    options = (INCLUDE_UNKNOWN, HELPER_NAME)
     fix_safety = "sometimes"
     VALID = [
         Valid("import torch\nclass R:\n    def execute_model(self, n):\n"

@@ -134,10 +134,7 @@ class ImplicitSync(SyncRule):
     ```
 
     ## Options
-    - `report-in-allowed-blocks` (bool, default false): also report syncs inside a
-      `with` block of a sync-allowed context (`sync-allowed-contexts` of the rule packs,
-      such as `gpu_sync_allowed()`), with a note. The project marks those as expected,
-      like a `noqa`; the host still waits there.
+    None.
 
     ## Fix safety
     No automatic fix.
@@ -152,6 +149,7 @@ class ImplicitSync(SyncRule):
                   "nonzero", "unique", "masked_select", "argwhere", "where", "repeat_interleave",
                   "empty", "zeros", "ones", "rand", "arange", "full", "topk")
     NEEDS_CUDA = True
+    QUIET_IN_ALLOWED_BLOCKS = False
     VALID = [
         Valid(_HEAD + "        if n > 0:\n            return t\n"),
         Valid(_HEAD + "        mask = torch.ones(n, dtype=torch.bool)\n"

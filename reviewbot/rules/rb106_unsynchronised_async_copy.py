@@ -50,10 +50,7 @@ class UnsynchronisedAsyncCopy(SyncRule):
     ```
 
     ## Options
-    - `report-in-allowed-blocks` (bool, default false): also report syncs inside a
-      `with` block of a sync-allowed context (`sync-allowed-contexts` of the rule packs,
-      such as `gpu_sync_allowed()`), with a note. The project marks those as expected,
-      like a `noqa`; the host still waits there.
+    None.
 
     ## Fix safety
     No automatic fix.

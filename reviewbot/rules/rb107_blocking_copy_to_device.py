@@ -41,11 +41,7 @@ class BlockingCopyToDevice(SyncRule):
     ```
 
     ## Options
-    Off by default: turn it on with `--select RB107` or `extend-select = ["RB107"]`.
-    - `report-in-allowed-blocks` (bool, default false): also report syncs inside a
-      `with` block of a sync-allowed context (`sync-allowed-contexts` of the rule packs,
-      such as `gpu_sync_allowed()`), with a note. The project marks those as expected,
-      like a `noqa`; the host still waits there.
+    None. Turn it on with `--select RB107` or `extend-select = ["RB107"]`.
 
     ## Fix safety
     No automatic fix: a non-blocking copy needs a pinned buffer that outlives the copy.
