@@ -18,8 +18,9 @@ Precision over everything the tool reports, not only labelled lines:
 `--sample N --seed S` draws N RB1xx findings per newest tree (`--sample-split tune`: per
 tuning tree, to study false alarms without reading the test trees' findings) into
 `corpus/samples/<engine>-<release>-seed<S>.yml` (unless it exists), each with an empty
-`verdict` (`true` | `false`) and `reason` to fill by reading the code; once filled, the
-same command prints the sampled precision.
+`verdict` (`true` | `conditional` | `false`, defined at `VERDICTS`) and `reason` to fill
+by reading the code; once filled, the same command prints the sampled precision, strict
+(`true` only) and counting `conditional`.
 
     python benchmarks/accuracy.py                      # every release, packs on
     python benchmarks/accuracy.py --packs both --json benchmarks/results/accuracy.json
@@ -252,6 +253,12 @@ def row(name: str, s: Score, extra: str = "") -> str:
             f"{fmt(s.recall)} | {fmt(s.f1)} |{extra}")
 
 
+# A sample's verdicts: `true` (a per-step GPU->host sync with the engine's default
+# settings), `conditional` (a real per-step sync only with a non-default setting, an opt-in
+# feature, a fallback the usual path does not take, or inside a block the project marks
+# as allowing syncs), `false` (a host value, not a sync, another platform, debug-only,
+# start-up or rare code, unreachable code).
+VERDICTS = ("true", "conditional", "false")
 HEADER = ("| release | TP | FP | FN | TN | precision | recall | F1 | RB1xx findings in tree |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
@@ -274,18 +281,33 @@ def sample(findings: list[dict], tree: Path, key: str, n: int, seed: int) -> Pat
     return target
 
 
-def judged(path: Path, findings: list[dict] | None = None) -> tuple[int, int, int, int, int]:
-    """(true, false, not yet judged) in a sample file, and (true, false) among the judged
-    findings that ``findings`` (this run's) still holds: a sample is drawn from one commit,
-    and a later one may drop some of its findings."""
+def judged(path: Path, findings: list[dict] | None = None) -> dict[str, int]:
+    """Counts of a sample file's verdicts (``true``, ``conditional``, ``false``, ``left``:
+    not yet judged), and the same among the judged findings that ``findings`` (this run's)
+    still holds (``kept_true``...): a sample is drawn from one commit, and a later one may
+    drop some of its findings."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    verdicts = Counter(str(e.get("verdict", "")).lower() for e in data["findings"])
     now = {(f["path"], f["line"], f["code"]) for f in findings or ()}
-    kept = Counter(str(e.get("verdict", "")).lower() for e in data["findings"]
-                   if (e["path"], e["line"], e["code"]) in now)
-    return (verdicts["true"], verdicts["false"],
-            len(data["findings"]) - verdicts["true"] - verdicts["false"],
-            kept["true"], kept["false"])
+    counts = Counter()
+    for entry in data["findings"]:
+        verdict = str(entry.get("verdict", "")).lower()
+        if verdict not in VERDICTS:
+            verdict = "left"
+        counts[verdict] += 1
+        if verdict != "left" and (entry["path"], entry["line"], entry["code"]) in now:
+            counts[f"kept_{verdict}"] += 1
+    return {key: counts[key] for key in (*VERDICTS, "left", *(f"kept_{v}" for v in VERDICTS))}
+
+
+def precision_words(true: int, conditional: int, false: int) -> str:
+    """"58% true of 100 judged", and with conditional verdicts the rate counting them too."""
+    total = true + conditional + false
+    if not total:
+        return "not judged yet"
+    words = f"{true / total:.0%} true of {total} judged"
+    if conditional:
+        words += f" ({(true + conditional) / total:.0%} counting the {conditional} conditional)"
+    return words
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -348,17 +370,20 @@ def main(argv: list[str] | None = None) -> int:
                 if (args.sample and args.sample_split in (split, "all")
                         and packs == variants[0]):
                     target = sample(findings, tree, f"{engine}-{release}", args.sample, args.seed)
-                    good, bad, left, kept_good, kept_bad = judged(target, findings)
-                    verdict = (f"{good / (good + bad):.0%} true of {good + bad} judged"
-                               if good + bad else "not judged yet")
-                    still = (f"; of the {kept_good + kept_bad} this run still reports, "
-                             f"{kept_good / (kept_good + kept_bad):.0%} true"
-                             if kept_good + kept_bad else "")
+                    c = judged(target, findings)
+                    verdict = precision_words(c["true"], c["conditional"], c["false"])
+                    kept = c["kept_true"] + c["kept_conditional"] + c["kept_false"]
+                    still = (f"; of the {kept} this run still reports, " + precision_words(
+                        c["kept_true"], c["kept_conditional"], c["kept_false"])
+                        if kept else "")
                     print(f"|   sample {target.relative_to(HERE)}: {verdict}{still}, "
-                          f"{left} left |")
+                          f"{c['left']} left |")
                     report[packs][f"{engine}-{release}"]["sample"] = {
-                        "file": str(target.relative_to(HERE)), "true": good, "false": bad,
-                        "still_reported_true": kept_good, "still_reported_false": kept_bad}
+                        "file": str(target.relative_to(HERE)), "true": c["true"],
+                        "conditional": c["conditional"], "false": c["false"],
+                        "still_reported_true": c["kept_true"],
+                        "still_reported_conditional": c["kept_conditional"],
+                        "still_reported_false": c["kept_false"]}
             print("\n| engine, split | TP | FP | FN | TN | precision | recall | F1 |\n"
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for (engine, split), s in sorted(splits.items()):

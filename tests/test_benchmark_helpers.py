@@ -1,4 +1,4 @@
-"""The arithmetic of the RB1xx overhead benchmark (benchmarks/rb1xx_overhead.py)."""
+"""The arithmetic of the benchmark scripts (rb1xx_overhead.py, accuracy.py)."""
 
 from __future__ import annotations
 
@@ -54,3 +54,24 @@ def test_the_bootstrap_interval_lies_within_the_rounds_and_repeats(ratios):
     # Rounds that all agree leave nothing to resample: the interval is their value.
     packed = [statistics.median(ratios)] * len(ratios)
     assert rb1xx_overhead.bootstrap_interval(packed, draws=400) == (packed[0], packed[0])
+
+
+def test_a_samples_verdicts_are_counted_strict_and_with_conditional_ones(tmp_path):
+    import accuracy
+
+    sample = tmp_path / "s.yml"
+    sample.write_text(
+        "tree: t\nseed: 1\nfindings:\n"
+        "- {path: a.py, line: 1, code: RB101, verdict: 'true'}\n"
+        "- {path: a.py, line: 2, code: RB101, verdict: conditional}\n"
+        "- {path: a.py, line: 3, code: RB102, verdict: 'false'}\n"
+        "- {path: a.py, line: 4, code: RB102, verdict: ''}\n", encoding="utf-8")
+    still = [{"path": "a.py", "line": 2, "code": "RB101"}, {"path": "a.py", "line": 3,
+                                                              "code": "RB102"}]
+    counts = accuracy.judged(sample, still)
+    assert (counts["true"], counts["conditional"], counts["false"], counts["left"]) == \
+        (1, 1, 1, 1)
+    assert (counts["kept_true"], counts["kept_conditional"], counts["kept_false"]) == (0, 1, 1)
+    assert accuracy.precision_words(1, 1, 2) == \
+        "25% true of 4 judged (50% counting the 1 conditional)"
+    assert accuracy.precision_words(3, 0, 1) == "75% true of 4 judged"
