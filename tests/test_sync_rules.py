@@ -651,3 +651,25 @@ def test_an_isinstance_test_narrows_the_rest_of_an_and(tmp_path):
                 pass
     """
     assert lines(tmp_path, source, RB104) == [14]
+
+
+def test_a_switch_named_for_another_accelerator_guards_its_block(tmp_path):
+    # `if _use_aiter_gfx95:` (ROCm's kernels), `if use_intel_amx_backend(layer):` (a CPU
+    # backend's): their blocks run off CUDA, and so does the `else` of `if not ...:`. A
+    # switch named for something else (`use_triton`), or for CPU offloading, guards nothing.
+    body = """
+    if self._use_aiter_gfx95:
+        a = self.buf.tolist()
+    if use_intel_amx_backend(n):
+        a = self.buf.tolist()
+    if not self.use_npu_graph:
+        a = n
+    else:
+        a = self.buf.tolist()
+    if self.use_triton:
+        a = self.buf.tolist()
+    if self.use_cpu_offload:
+        a = self.buf.tolist()
+    return a
+    """
+    assert lines(tmp_path, runner(body), RB101) == [23, 25]

@@ -610,6 +610,8 @@ _DEBUG_WORDS = frozenset({"debug", "trace", "tracing", "validate", "asserts", "s
 _CAPTURE_WORDS = frozenset({"capture", "capturing"})
 _OTHER_PLATFORMS = frozenset({"npu", "xpu", "hpu", "tpu", "hip", "rocm", "neuron", "mlu",
                               "musa", "mps", "gaudi", "ascend", "cpu"})
+# Words of a switch's name that make it a test for another accelerator.
+_PLATFORM_SWITCH_WORDS = (_OTHER_PLATFORMS - {"cpu"}) | {"aiter", "amx"}
 _WORD_SPLIT = re.compile(r"[._]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -625,7 +627,13 @@ def _platform_check(test: ast.expr) -> str | None:
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
     name = name.lstrip("_").lower()
     if not name.startswith("is_"):
-        return None
+        # `if _use_aiter_gfx95:`, `if use_intel_amx_backend(layer):`: a switch named for
+        # another accelerator's kernels (the CPU only as `is_cpu`: `cpu_offload` is a
+        # CUDA engine's mode).
+        func = test.func if isinstance(test, ast.Call) else test
+        named = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        words = {w.lower() for w in _WORD_SPLIT.split(named) if w}
+        return "other" if words & _PLATFORM_SWITCH_WORDS else None
     platform = name[3:]
     if platform in _OTHER_PLATFORMS:
         return "other"
