@@ -3431,3 +3431,38 @@ def test_methods_of_a_class_named_for_another_accelerator_are_not_hot(tmp_path, 
         """,
     }, config='devices = {default = "cuda"}\n')
     assert sync_sites(run_cli, root) == [("q/attn.py", 14, "RB102")]
+
+
+def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
+    # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
+    # it, and a module's forward there, make no finding; the same helper in the project does.
+    helper = """
+        import torch
+        from torch import nn
+
+        def lengths(x: torch.Tensor):
+            return x.tolist()
+
+        class Block(nn.Module):
+            def forward(self, x: torch.Tensor):
+                return x.sum().item()
+    """
+    root = write_project(tmp_path, {
+        "e/__init__.py": "",
+        "e/third_party/__init__.py": "",
+        "e/third_party/lib.py": helper,
+        "e/_vendor/__init__.py": "",
+        "e/_vendor/lib.py": helper,
+        "e/own.py": helper,
+        "e/runner.py": """
+            import vllm
+            from e.third_party.lib import lengths as a
+            from e._vendor.lib import lengths as b
+            from e.own import lengths as c
+
+            class ModelRunner:
+                def execute_model(self, x):
+                    return a(x), b(x), c(x)
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("e/own.py", 6, "RB101"), ("e/own.py", 10, "RB102")]

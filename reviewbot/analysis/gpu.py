@@ -1732,9 +1732,10 @@ class ModuleAnalyzer:
 
     def non_cuda(self) -> bool:
         """Whether the module imports another accelerator's stack (XLA, Neuron, ...) at
-        its top level, or its path names one (``hardware_backend/npu/``). An import under a
-        platform test (``if is_npu(): import torch_npu``) leaves the rest of the module
-        CUDA code."""
+        its top level, or its path names one (``hardware_backend/npu/``), or it is code
+        copied in from another project (``third_party/``: ``vendored_path``). An import
+        under a platform test (``if is_npu(): import torch_npu``) leaves the rest of the
+        module CUDA code."""
         if self.other_platform:
             return True
         prefixes = self.m_packs_non_cuda

@@ -1040,6 +1040,14 @@ def off_path(rel: str) -> bool:
         parts[-1].startswith("test_") or parts[-1] == "conftest"
 
 
+def vendored_path(rel: str) -> bool:
+    """Whether a file is in a folder of code copied in from another project
+    (``vllm/third_party/``, ``_vendor/``): its author does not review it in this project's
+    pull requests, and much of it is never reached here, so no finding is made there."""
+    return any(part in VENDORED_FOLDERS for part in rel.split("/")[:-1])
+
+
+VENDORED_FOLDERS = frozenset({"third_party", "thirdparty", "vendor", "vendored", "_vendor"})
 # Folders of code that never runs in a CUDA engine's serving steps: the CPU backend's own
 # implementations, tests (a test's model `forward` is not the engine's) and benchmarks
 # (their loops call the engine's step and synchronise on purpose, to time it).
@@ -1695,8 +1703,8 @@ class HotFacts:
             held = self.linker.classes_held_by(classes, self.linker.index.by_rel[rel].name)
             if held:  # `result.logits_output.next_token_logprobs`: a field's own fields
                 out["class_attrs"] = held
-        if other_platform_path(rel):
-            out["other_platform"] = True
+        if other_platform_path(rel) or vendored_path(rel):
+            out["other_platform"] = True  # no finding there: see non_cuda()
         if self.kept_on_cpu:
             out["kept_on_cpu"] = sorted(self.kept_on_cpu)
         if rel in self.host_params:
@@ -2391,7 +2399,7 @@ class Linker:
         hot_callers: dict[str, set[str]] = {}  # function -> the hot functions calling it
         receivers: dict[str, bool] = {}  # function -> every hot call is on a host copy
         queue: deque[str] = deque()
-        off = {rel for rel in self.index.by_rel if off_path(rel)}
+        off = {rel for rel in self.index.by_rel if off_path(rel) or vendored_path(rel)}
         for qual in self.functions:
             if self.functions[qual][0].rel in off:
                 continue  # a benchmark's or a test's loop calls the step on purpose
@@ -2409,7 +2417,9 @@ class Linker:
                 hot_callers.setdefault(callee, set()).add(qual)
             callees = [*called, *self.overrides(qual)]
             for callee in callees:
-                if callee in chains or self.is_startup(callee) or self._platform_owner(callee):
+                if callee in chains or self.is_startup(callee) or \
+                        self._platform_owner(callee) or \
+                        vendored_path(self.functions[callee][0].rel):
                     continue
                 if self.only_off_cuda(callee) and not self._below(self.owner(qual),
                                                                    self.owner(callee)):
