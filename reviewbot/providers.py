@@ -254,18 +254,33 @@ def _ast_kind(node: ast.AST, parent: ast.AST | None) -> str | None:
     return _AST_KINDS.get(type(node))
 
 
+def _child_nodes(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.iter_child_nodes(node))`` without its generators."""
+    out: list[ast.AST] = []
+    for name in node._fields:
+        try:
+            value = getattr(node, name)
+        except AttributeError:
+            continue
+        if isinstance(value, ast.AST):
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(item for item in value if isinstance(item, ast.AST))
+    return out
+
+
 def _ast_children(node: ast.AST) -> list[ast.AST]:
     """An ``ast`` node's children in source order; a child without a place of its own (the
     arguments of a definition, a comprehension's clauses) gives its own children."""
     found: list[ast.AST] = []
-    pending = [c for c in ast.iter_child_nodes(node)]
+    pending = _child_nodes(node)[::-1]  # the next child last
     while pending:
-        child = pending.pop(0)
+        child = pending.pop()
         if isinstance(child, (ast.expr_context, ast.boolop, ast.operator, ast.unaryop,
                               ast.cmpop)) or isinstance(child, _AST_LEFT_OUT):
             continue
         if getattr(child, "lineno", None) is None:
-            pending[:0] = list(ast.iter_child_nodes(child))
+            pending.extend(reversed(_child_nodes(child)))
             continue
         found.append(child)
     if isinstance(node, (ast.JoinedStr, ast.FormattedValue)):

@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass
 from typing import Iterator
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.gpu import Names
 
 # What creates CUDA synchronisation objects (each is a driver call, not a cached allocation).
@@ -56,7 +57,7 @@ def allocation(call: ast.Call, names: Names) -> Allocation | None:
 
 def _is_grow_guard(test: ast.expr) -> bool:
     """``if buf is None`` or ``if buf.shape[0] < n``: allocate once, or only to grow."""
-    for node in ast.walk(test):
+    for node in fast_walk(test):
         if isinstance(node, ast.Compare):
             if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and any(
                     isinstance(c, ast.Constant) and c.value is None for c in node.comparators):

@@ -15,6 +15,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.gpu import Names
 from reviewbot.packs import PackData
 from reviewbot.source import split_lines
@@ -200,7 +201,7 @@ class BufferAnalyzer:
     def bound_of_dim(self, dim: ast.expr) -> tuple[str, list[ast.expr]] | None:
         """The one bound a leading dimension spells, and the nodes that spell it."""
         found: dict[str, list[ast.expr]] = {}
-        for node in ast.walk(dim):
+        for node in fast_walk(dim):
             if isinstance(node, (ast.Name, ast.Attribute)):
                 name = _last_name(node)
                 bound = self.bounds.spelled(name) if name else None

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable, Iterator, NamedTuple
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
@@ -578,7 +579,7 @@ def _moved_field(node: ast.Assign) -> str | None:
     if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Attribute):
         return None
     target = _dotted_text(node.targets[0])
-    for call in ast.walk(node.value):
+    for call in fast_walk(node.value):
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
                 call.func.attr in ("tolist", "cpu", "numpy", "to") and \
                 target is not None and _dotted_text(call.func.value) == target:
@@ -616,7 +617,7 @@ _WORD_SPLIT = re.compile(r"[._]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
 def _test_names(test: ast.expr) -> list[str]:
-    return [n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(test)
+    return [n.id if isinstance(n, ast.Name) else n.attr for n in fast_walk(test)
             if isinstance(n, (ast.Name, ast.Attribute))]
 
 
@@ -737,13 +738,19 @@ def _half_precision_test(test: ast.expr) -> bool:
                _dotted_text(b) in _HALF_DTYPES for a, b in (sides, sides[::-1]))
 
 
+@lru_cache(maxsize=65536)
+def _name_words(name: str) -> tuple[str, ...]:
+    """The lower-cased words of a name, split at ``_``, ``.`` and case changes."""
+    return tuple(w.lower() for w in _WORD_SPLIT.split(name) if w)
+
+
 def _guard_atom(test: ast.expr) -> bool:
     """A test that holds only off the per-step CUDA path: a debug or environment flag, a
     CUDA-graph capture, another platform, a host tensor, float16 activations."""
     if _platform_check(test) == "other" or _host_only_test(test) or \
             _platform_string(test) == "eq" or _half_precision_test(test):
         return True
-    words = {w.lower() for name in _test_names(test) for w in _WORD_SPLIT.split(name) if w}
+    words = {w for name in _test_names(test) for w in _name_words(name)}
     if isinstance(test, ast.Call):
         callee = test.func.attr if isinstance(test.func, ast.Attribute) else \
             getattr(test.func, "id", "")
@@ -753,7 +760,17 @@ def _guard_atom(test: ast.expr) -> bool:
 
 
 def guard_of(test: ast.expr) -> tuple[bool, bool]:
-    """Whether an ``if`` block, and its ``else``, run only off the per-step CUDA path."""
+    """Whether an ``if`` block, and its ``else``, run only off the per-step CUDA path
+    (kept on the test's node: the summary and the analysis ask for many tests more than
+    once, and nothing edits a tree once parsed)."""
+    known = test.__dict__.get("_guard")
+    if known is None:
+        known = test.__dict__["_guard"] = _guard_of(test)
+    return known
+
+
+def _guard_of(test: ast.expr) -> tuple[bool, bool]:
+    """``guard_of`` computed."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         if isinstance(test.operand, ast.BoolOp):  # `not (a or b)` is `not a and not b`
             op: ast.boolop = ast.And() if isinstance(test.operand.op, ast.Or) else ast.Or()
@@ -865,7 +882,7 @@ def _fallback_guard(node: ast.If, optional: frozenset[str]) -> tuple[bool, bool]
 
     def assigns(stmts: list[ast.stmt]) -> bool:
         for stmt in stmts:
-            for sub in ast.walk(stmt):
+            for sub in fast_walk(stmt):
                 targets = sub.targets if isinstance(sub, ast.Assign) else \
                     [sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else []
                 if any(_dotted_text(t) == target for t in targets):
@@ -934,7 +951,7 @@ def _once_guard(node: ast.If, aliases: dict[str, str] | None = None) -> bool:
         return found
 
     filled: set[str] = set()
-    for stmt in ast.walk(node):
+    for stmt in fast_walk(node):
         filled |= fills(stmt)
     return targets <= filled
 
@@ -959,7 +976,7 @@ def _seen_guard(stmt: ast.stmt, rest: list[ast.stmt]) -> bool:
     if container is None or not _long_lived(container):
         return False
     for later in rest:
-        for sub in ast.walk(later):
+        for sub in fast_walk(later):
             if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
                     sub.func.attr in ("add", "append", "setdefault", "update") and \
                     _dotted_text(sub.func.value) == container:
@@ -1211,7 +1228,7 @@ def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
     def keeps(value: ast.expr) -> bool:
         return any(isinstance(n, ast.keyword) and n.arg == "keep_on_cpu"
                    and isinstance(n.value, ast.Constant) and n.value.value is True
-                   for n in ast.walk(value))
+                   for n in fast_walk(value))
 
     def strings(expr: ast.expr) -> list[str]:
         if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
@@ -1223,7 +1240,7 @@ def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
 
     names: set[str] = set()
     loop_keys: dict[str, list[str]] = {}
-    for node in ast.walk(tree):
+    for node in fast_walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                 node.func.id == "dict":
             names.update(k.arg for k in node.keywords if k.arg and keeps(k.value))
@@ -1548,7 +1565,7 @@ class ModuleAnalyzer:
         lines = text.split("\n")
         first = func.node.lineno
         blanked = False
-        for node in ast.walk(func.node):
+        for node in fast_walk(func.node):
             for block in ("body", "orelse", "finalbody"):
                 stmts = getattr(node, block, None)
                 if not isinstance(stmts, list):
@@ -1623,10 +1640,10 @@ class ModuleAnalyzer:
         """The model a loop of ``func`` calls (a generation or decode loop), or None.
         Only asked of functions that :meth:`_may_call_a_model_in_a_loop`."""
         patterns = self.packs.loop_callees
-        for node in ast.walk(func.node):
+        for node in fast_walk(func.node):
             if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 continue
-            for child in ast.walk(node):
+            for child in fast_walk(node):
                 if isinstance(child, ast.Call):
                     name = self.names.qualify(child.func) or ""
                     if "()" not in name and _matches(name, patterns):

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
                                     is_property, memoised, optional_parameters)
@@ -513,7 +514,7 @@ class _Summariser:
         first, last = node.lineno, node.end_lineno or node.lineno
         if not _HOST_HINT.search("\n".join(self.lines[first - 1:last])):
             return out  # no host-looking argument can be spelled: no walk
-        for call in ast.walk(node):
+        for call in fast_walk(node):
             if not isinstance(call, ast.Call) or not (call.args or call.keywords):
                 continue
             positions = [i for i, a in enumerate(call.args) if _host_argument(a)]
@@ -537,7 +538,7 @@ class _Summariser:
         first, last = node.lineno, node.end_lineno or node.lineno
         if not any("import " in line for line in self.lines[first - 1:last]):
             return self._function_summary(node, cls)
-        local = [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        local = [n for n in fast_walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
         if not local:
             return self._function_summary(node, cls)
         module_imports = self.imports
@@ -685,10 +686,12 @@ class _Summariser:
         if hints:
             out["host_args"] = hints
         body_text = "\n".join(self.lines[first - 1:last])
-        guards = sorted(p for p in optional if _none_test(p).search(body_text))
+        guards = sorted(p for p in optional if p in body_text and "None" in body_text and
+                        _none_test(p).search(body_text))
         if guards:
             out["none_guards"] = guards  # `if p is None:` of a parameter `p=None`
-        flags = sorted(p for p in _flag_parameters(node) if _flag_test(p).search(body_text))
+        flags = sorted(p for p in _flag_parameters(node) if p in body_text and
+                       "if" in body_text and _flag_test(p).search(body_text))
         if flags:
             out["flag_guards"] = flags  # `if not p:` of a parameter `p: bool = False`
         passed = _passed_keywords(body_text, optional | _flag_parameters(node))

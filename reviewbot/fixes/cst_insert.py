@@ -19,6 +19,7 @@ from typing import Callable, Sequence
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.finding import Edit
 
 # What builds the added statements, given the indentation of the block they join (a
@@ -118,7 +119,7 @@ def add_to_class(module: cst.Module, tree: ast.Module, cls: ast.ClassDef,
     """The edit that adds ``build``'s statements at the end of the class ``cls`` of
     ``tree`` (CPython's tree of the same text as ``module``; ``lines``: its lines), or None
     when the class cannot be found exactly."""
-    classes = sorted((node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)),
+    classes = sorted((node for node in fast_walk(tree) if isinstance(node, ast.ClassDef)),
                      key=lambda node: (node.lineno, node.col_offset))
     ordinal = next((i for i, node in enumerate(classes) if node is cls), None)
     if ordinal is None or not cls.body:

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.finding import Edit, Fix
 from reviewbot.lazy import libcst as cst
 from reviewbot.source import Columns, split_lines
@@ -197,7 +198,7 @@ def _is_method(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _producer(func: ast.AST, name: str, before: int) -> ast.expr | None:
     """The value last assigned to ``name`` before line ``before`` in ``func``."""
     found = None
-    for node in ast.walk(func):
+    for node in fast_walk(func):
         if isinstance(node, ast.Assign) and node.lineno < before and any(
                 isinstance(t, ast.Name) and t.id == name for t in node.targets):
             if found is None or node.lineno > found.lineno:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from typing import Any, ClassVar, Iterator, Mapping
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.lazy import libcst as cst
 
 from reviewbot.analysis.gpu import trigger_words
@@ -387,7 +388,7 @@ class SyncRule(CstRule):
             if func is None:
                 return None
             calls, parents = {}, {}
-            for node in ast.walk(func.node):
+            for node in fast_walk(func.node):
                 for child in ast.iter_child_nodes(node):
                     parents[child] = node
                 if isinstance(node, ast.Call):
@@ -451,6 +452,38 @@ class SyncRule(CstRule):
             return None
         return fixer.fix(replaced, tensor, func.node, func.cls.node if func.cls else None, what,
                          render)
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_TOKEN_MODULES = frozenset({"libcst._nodes.whitespace", "libcst._nodes.op"})
+_BRACKETS = frozenset({"LeftParen", "RightParen", "LeftSquareBracket", "RightSquareBracket",
+                       "LeftCurlyBrace", "RightCurlyBrace"})
+
+
+def child_nodes(node: Any) -> list[Any]:
+    """A LibCST node's children (its fields' nodes) without whitespace, comments,
+    operators and brackets. ``node.children`` holds those too and is built by a visitor of
+    the node, at many times the cost; the order of the two may differ."""
+    kind = type(node)
+    names = _CHILD_FIELDS.get(kind)
+    if names is None:
+        import dataclasses
+
+        names = _CHILD_FIELDS[kind] = tuple(f.name for f in dataclasses.fields(node))
+    out: list[Any] = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            if type(value).__module__ not in _TOKEN_MODULES and \
+                    type(value).__name__ not in _BRACKETS:
+                out.append(value)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, cst.CSTNode) and \
+                        type(item).__module__ not in _TOKEN_MODULES and \
+                        type(item).__name__ not in _BRACKETS:
+                    out.append(item)
+    return out
 
 
 def condition_leaves(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

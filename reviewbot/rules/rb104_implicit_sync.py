@@ -9,7 +9,8 @@ from reviewbot.lazy import libcst as cst
 from reviewbot.analysis.gpu import mask_named
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import CPU, CUDA, VALUE, SyncRule, bool_operands, condition_leaves
+from reviewbot.rules._sync import (CPU, CUDA, VALUE, SyncRule, bool_operands, child_nodes,
+                                   condition_leaves)
 
 # torch functions and tensor methods whose output size depends on the data.
 DATA_DEPENDENT = frozenset({"nonzero", "unique", "unique_consecutive", "masked_select",
@@ -66,7 +67,7 @@ def _bindings(func: cst.FunctionDef) -> dict[str, list[cst.BaseExpression | None
             bind(node.target, None)
         elif isinstance(node, cst.Param):
             bind(node.name, None)
-        stack.extend(node.children)
+        stack.extend(child_nodes(node))
     return values
 
 
@@ -326,7 +327,7 @@ class ImplicitSync(SyncRule):
                 fact = self.device(node)
                 if fact is not None and fact.kind == CUDA:
                     return True
-            stack.extend(node.children)
+            stack.extend(child_nodes(node))
         return False
 
     # Calls -------------------------------------------------------------------------------

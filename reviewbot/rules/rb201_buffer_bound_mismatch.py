@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Mapping
 
+from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.lazy import libcst as cst
 
 from reviewbot.analysis.buffers import Buffer, size_words
@@ -214,9 +215,9 @@ def _uses_bound(buffer: Buffer) -> str | None:
 def _class_writes(tree: ast.Module, name: str) -> set[str]:
     """Attributes the class ``name`` assigns as ``self.x = ...``."""
     found: set[str] = set()
-    for cls in ast.walk(tree):
+    for cls in fast_walk(tree):
         if isinstance(cls, ast.ClassDef) and cls.name == name:
-            for node in ast.walk(cls):
+            for node in fast_walk(cls):
                 if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
                         and isinstance(node.value, ast.Name) and node.value.id == "self":
                     found.add(node.attr)
@@ -226,7 +227,7 @@ def _class_writes(tree: ast.Module, name: str) -> set[str]:
 def _local_names(func: ast.AST) -> set[str]:
     """Parameters and names assigned in a function."""
     names: set[str] = set()
-    for node in ast.walk(func):
+    for node in fast_walk(func):
         if isinstance(node, ast.arg):
             names.add(node.arg)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
