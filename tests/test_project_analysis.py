@@ -3453,16 +3453,19 @@ def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
         "e/third_party/lib.py": helper,
         "e/_vendor/__init__.py": "",
         "e/_vendor/lib.py": helper,
+        "e/ThirdParty/__init__.py": "",
+        "e/ThirdParty/lib.py": helper,
         "e/own.py": helper,
         "e/runner.py": """
             import vllm
             from e.third_party.lib import lengths as a
             from e._vendor.lib import lengths as b
             from e.own import lengths as c
+            from e.ThirdParty.lib import lengths as d
 
             class ModelRunner:
                 def execute_model(self, x):
-                    return a(x), b(x), c(x)
+                    return a(x), b(x), c(x), d(x)
         """,
     }, config='devices = {default = "cuda"}\n')
     assert sync_sites(run_cli, root) == [("e/own.py", 6, "RB101"), ("e/own.py", 10, "RB102")]

@@ -612,7 +612,8 @@ _CAPTURE_WORDS = frozenset({"capture", "capturing"})
 _OTHER_PLATFORMS = frozenset({"npu", "xpu", "hpu", "tpu", "hip", "rocm", "neuron", "mlu",
                               "musa", "mps", "gaudi", "ascend", "cpu"})
 # Words of a switch's name that make it a test for another accelerator.
-_PLATFORM_SWITCH_WORDS = (_OTHER_PLATFORMS - {"cpu"}) | {"aiter", "amx"}
+_PLATFORM_SWITCH_WORDS = (_OTHER_PLATFORMS - {"cpu"}) | {"aiter", "amx", "amd", "habana", "mlx"}
+_NEGATING_WORDS = frozenset({"skip", "disable", "disabled", "no", "not", "without", "avoid"})
 _WORD_SPLIT = re.compile(r"[._]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -627,19 +628,20 @@ def _platform_check(test: ast.expr) -> str | None:
     target = test.func if isinstance(test, ast.Call) and not test.args else test
     name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
     name = name.lstrip("_").lower()
-    if not name.startswith("is_"):
-        # `if _use_aiter_gfx95:`, `if use_intel_amx_backend(layer):`: a switch named for
-        # another accelerator's kernels (the CPU only as `is_cpu`: `cpu_offload` is a
-        # CUDA engine's mode).
-        func = test.func if isinstance(test, ast.Call) else test
-        named = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        words = {w.lower() for w in _WORD_SPLIT.split(named) if w}
-        return "other" if words & _PLATFORM_SWITCH_WORDS else None
-    platform = name[3:]
+    platform = name[3:] if name.startswith("is_") else ""
     if platform in _OTHER_PLATFORMS:
         return "other"
     if platform in ("cuda", "cuda_alike", "nvidia"):
         return "cuda"
+    # `if _use_aiter_gfx95:`, `if use_intel_amx_backend(layer):`, `if _is_cpu_amx_available:`:
+    # a switch named for another accelerator's kernels (the CPU alone only as `is_cpu`:
+    # `cpu_offload` is a CUDA engine's mode). Not one that says no to them
+    # (`skip_aiter_moe`, `disable_npu_graph`): its block is the CUDA path.
+    func = test.func if isinstance(test, ast.Call) else test
+    named = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    words = {w.lower() for w in _WORD_SPLIT.split(named) if w}
+    if words & _PLATFORM_SWITCH_WORDS and not words & _NEGATING_WORDS:
+        return "other"
     return None
 
 

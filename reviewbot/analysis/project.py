@@ -1047,10 +1047,11 @@ def vendored_path(rel: str) -> bool:
     """Whether a file is in a folder of code copied in from another project
     (``vllm/third_party/``, ``_vendor/``): its author does not review it in this project's
     pull requests, and much of it is never reached here, so no finding is made there."""
-    return any(part in VENDORED_FOLDERS for part in rel.split("/")[:-1])
+    return any(part.lower() in VENDORED_FOLDERS for part in rel.split("/")[:-1])
 
 
-VENDORED_FOLDERS = frozenset({"third_party", "thirdparty", "vendor", "vendored", "_vendor"})
+VENDORED_FOLDERS = frozenset({"third_party", "thirdparty", "third-party", "3rdparty", "vendor",
+                              "vendored", "_vendor"})
 # Folders of code that never runs in a CUDA engine's serving steps: the CPU backend's own
 # implementations, tests (a test's model `forward` is not the engine's) and benchmarks
 # (their loops call the engine's step and synchronise on purpose, to time it).
