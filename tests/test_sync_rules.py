@@ -679,33 +679,3 @@ def test_a_switch_named_for_another_accelerator_guards_its_block(tmp_path):
     # `_is_cpu_amx_available` names AMX; `skip_aiter_moe` says no to ROCm's kernels, so its
     # block is the CUDA path.
     assert lines(tmp_path, runner(body), RB101) == [23, 25, 29]
-
-
-def test_a_name_holding_an_environment_switch_guards_as_the_environment_does(tmp_path):
-    # `_VERIFY = envs.X.get()` at the top of the module, then `check = _VERIFY and ...`:
-    # testing either is testing the environment, as `if envs.X.get():` is (a debug or
-    # opt-in switch, off the usual per-step path). A local also bound from something else,
-    # a module name bound twice, or a test of the batch, guard nothing.
-    source = runner("""
-    check = _VERIFY and n > 0
-    if check:
-        a = self.buf.tolist()
-    if _VERIFY:
-        a = self.buf.tolist()
-    flag = get_bool_env_var("DEBUG_LENS")
-    if flag:
-        a = self.buf.tolist()
-    mixed = _VERIFY
-    if n > 1:
-        mixed = n > 2
-    if mixed:
-        a = self.buf.tolist()
-    if _TWICE:
-        a = self.buf.tolist()
-    ok = n > 0
-    if ok:
-        a = self.buf.tolist()
-    return a
-    """).replace("class ModelRunner:", "_VERIFY = envs.SGLANG_VERIFY.get()\n"
-                 "_TWICE = envs.A.get()\n_TWICE = False\n\nclass ModelRunner:")
-    assert lines(tmp_path, source, RB101) == [30, 32, 35]

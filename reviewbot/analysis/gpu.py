@@ -746,88 +746,12 @@ def _name_words(name: str) -> tuple[str, ...]:
     return tuple(w.lower() for w in _WORD_SPLIT.split(name) if w)
 
 
-_ENV_WORDS = frozenset({"envs", "environ", "getenv", "env"})
-
-
-def _reads_env(value: ast.expr) -> bool:
-    """An expression that reads the environment (``envs.X.get()``, ``os.getenv("X")``,
-    ``get_bool_env_var("X")``)."""
-    return any(_ENV_WORDS.intersection(_name_words(name)) for name in _test_names(value))
-
-
-def _env_gated(value: ast.expr, names: set[str]) -> bool:
-    """A value true only when an environment switch is on: a read of the environment, a
-    name holding one, or an ``and`` holding either."""
-    if isinstance(value, ast.Name):
-        return value.id in names
-    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
-        return any(_env_gated(v, names) for v in value.values)
-    return _reads_env(value)
-
-
-def mark_env_switches(tree: ast.Module) -> None:
-    """Mark the reads of names that hold an environment switch, so that a test of one
-    guards its block as a test of the environment itself does (``_VERIFY =
-    envs.X.get()`` at the top of the module, then ``check = _VERIFY and ok`` and ``if
-    check:``). A module-level name bound once, from the environment; a function's local
-    bound only from the environment, such a name, or an ``and`` holding either. Done once
-    per tree, before any test of it is asked about."""
-    if tree.__dict__.get("_env_marked"):
-        return
-    tree.__dict__["_env_marked"] = True
-    bound: dict[str, int] = {}
-    switches: set[str] = set()
-    for stmt in tree.body:
-        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and \
-            len(stmt.targets) == 1 else stmt.target if isinstance(stmt, ast.AnnAssign) else None
-        if isinstance(target, ast.Name):
-            bound[target.id] = bound.get(target.id, 0) + 1
-            if stmt.value is not None and _reads_env(stmt.value):
-                switches.add(target.id)
-    switches = {name for name in switches if bound[name] == 1}
-
-    for func in fast_walk(tree):
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        local: dict[str, bool] = {}
-        for node in fast_walk(func):
-            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    for name in fast_walk(target):
-                        if isinstance(name, ast.Name):
-                            ok = isinstance(node, (ast.Assign, ast.AnnAssign)) and \
-                                target is name and node.value is not None and \
-                                _env_gated(node.value, switches)
-                            local[name.id] = local.get(name.id, True) and ok
-            else:
-                if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                    bound_here = [node.target]
-                elif isinstance(node, (ast.With, ast.AsyncWith)):
-                    bound_here = [i.optional_vars for i in node.items if i.optional_vars]
-                else:
-                    continue
-                for target in bound_here:
-                    for name in fast_walk(target):
-                        if isinstance(name, ast.Name):
-                            local[name.id] = False
-        names = (switches - local.keys()) | {name for name, ok in local.items() if ok}
-        if not names:
-            continue
-        for node in fast_walk(func):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and \
-                    node.id in names:
-                node.__dict__["_env_switch"] = True
-
-
 def _guard_atom(test: ast.expr) -> bool:
     """A test that holds only off the per-step CUDA path: a debug or environment flag, a
     CUDA-graph capture, another platform, a host tensor, float16 activations."""
     if _platform_check(test) == "other" or _host_only_test(test) or \
             _platform_string(test) == "eq" or _half_precision_test(test):
         return True
-    if any(n.__dict__.get("_env_switch") for n in fast_walk(test) if isinstance(n, ast.Name)):
-        return True  # a name holding an environment switch (mark_env_switches)
     words = {w for name in _test_names(test) for w in _name_words(name)}
     if isinstance(test, ast.Call):
         callee = test.func.attr if isinstance(test.func, ast.Attribute) else \
@@ -1391,7 +1315,6 @@ class ModuleAnalyzer:
                  linked_hot: dict[str, list[str]] | None = None,
                  linked_devices: dict[str, list[str]] | None = None,
                  record_labels: bool = False) -> None:
-        mark_env_switches(tree)
         self.tree = tree
         # Keep every label the reporting walks compute, by span (for LibCST rules' device
         # facts); off by default, since the walks then keep a dict entry per expression.

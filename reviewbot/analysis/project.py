@@ -40,12 +40,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
-                                    is_property, mark_env_switches, memoised,
-                                    optional_parameters)
+                                    is_property, memoised, optional_parameters)
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 54
+SUMMARY_VERSION = 53
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -267,7 +266,6 @@ class _Summariser:
     """Builds the summary of one module (plain data)."""
 
     def __init__(self, tree: ast.Module, module: str, is_package: bool, text: str) -> None:
-        mark_env_switches(tree)
         # Calls are read off each function's lines (a statement-level walk marks its loops
         # and guarded blocks): several times faster than a walk of every expression.
         self.lines = text.splitlines()
