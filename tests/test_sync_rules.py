@@ -679,3 +679,58 @@ def test_a_switch_named_for_another_accelerator_guards_its_block(tmp_path):
     # `_is_cpu_amx_available` names AMX; `skip_aiter_moe` says no to ROCm's kernels, so its
     # block is the CUDA path.
     assert lines(tmp_path, runner(body), RB101) == [23, 25, 29]
+
+
+def test_a_cuda_mask_puts_what_it_indexes_on_the_gpu(tmp_path):
+    # torch refuses a CUDA index into a host tensor, a numpy array or a list, so what a CUDA
+    # boolean mask indexes is a CUDA tensor even when nothing else says so. A mask only
+    # named so, of unknown device, says nothing.
+    source = """
+    import torch
+    from helpers import encode, lengths_of
+
+    class ModelRunner:
+        def execute_model(self, x, n):
+            out = encode(x)
+            mask = torch.arange(n, device="cuda") < 4
+            kept = out[mask]
+            other_mask = lengths_of(x)
+            return kept, out[other_mask]
+    """
+    found = findings(tmp_path, source, RB104)
+    assert [f.line for f in found] == [9]
+    assert "the CUDA mask puts the tensor on the GPU" in found[0].message
+
+
+def test_a_transformers_model_runs_on_the_gpu(tmp_path):
+    # A model built or loaded from Hugging Face's `transformers` is an nn.Module, as one of
+    # torch.nn is: what calling it returns is on the model's device. Its configs and
+    # processors are not models. An attribute that is such a model or None is optional.
+    source = """
+    import torch
+    from transformers import AutoConfig, AutoModel, WhisperEncoder
+
+    class ModelRunner:
+        def __init__(self, config, with_audio):
+            self.tower = AutoModel.from_config(config)
+            self.encoder = WhisperEncoder(config) if with_audio else None
+            self.cfg = AutoConfig.from_pretrained("x")
+
+        def execute_model(self, x):
+            a = self.tower(x).tolist()
+            b = self.encoder(x).tolist()
+            c = self.cfg(x).tolist()
+            return a, b, c
+    """
+    assert lines(tmp_path, source, RB101) == [12, 13]
+
+
+def test_zip_strict_pairs_up_rows(tmp_path):
+    body = """
+    out = []
+    for row, flag in zip(self.buf, names, strict=True):
+        out.append(row.tolist())
+    return out
+    """
+    assert lines(tmp_path, runner(body), RB101) == [16]
+

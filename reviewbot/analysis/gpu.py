@@ -314,6 +314,23 @@ _JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack",
 # Classes under torch.nn that are not modules (a Parameter is a tensor).
 _NN_NOT_MODULES = frozenset({"Parameter", "Buffer", "UninitializedParameter",
                              "UninitializedBuffer", "ParameterList", "ParameterDict"})
+# Words in the name of a Hugging Face `transformers` class that is not a model (configs,
+# tokenizers, processors, outputs): the rest, built or loaded, are nn.Modules.
+_HF_NOT_MODULE_WORDS = ("Config", "Tokenizer", "Processor", "Extractor", "Output", "Feature",
+                        "Cache", "Criteria", "Streamer", "Mixin", "Pipeline", "Trainer")
+_HF_LOADERS = ("from_config", "_from_config", "from_pretrained")
+
+
+def transformers_model(qual: str) -> str | None:
+    """The class a call builds or loads when it is a `transformers` model (an nn.Module):
+    ``transformers.ParakeetEncoder(config)``, ``transformers.AutoModel.from_config(c)``."""
+    if not qual.startswith("transformers.") or "()" in qual:
+        return None
+    parts = qual.split(".")
+    name = parts[-2] if parts[-1] in _HF_LOADERS and len(parts) > 2 else parts[-1]
+    if not name[:1].isupper() or any(word in name for word in _HF_NOT_MODULE_WORDS):
+        return None
+    return name
 # Builtins whose result is a host value (never a tensor).
 _VALUE_BUILTINS = frozenset({
     "list", "tuple", "dict", "set", "str", "sum", "min", "max", "range", "enumerate", "zip",
@@ -2005,7 +2022,8 @@ class FunctionWalker:
         """Label a loop's target: the rows of a CUDA tensor (or of a module's outputs) are
         CUDA; ``zip`` and ``enumerate`` pair them up element by element."""
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and \
-                isinstance(target, (ast.Tuple, ast.List)) and not iterable.keywords:
+                isinstance(target, (ast.Tuple, ast.List)) and \
+                all(k.arg == "strict" for k in iterable.keywords):
             name = iterable.func.id
             sources: list[ast.expr | None] = []
             if name == "zip" and len(iterable.args) == len(target.elts):
@@ -2562,6 +2580,8 @@ class FunctionWalker:
             self.allowed += quiet[1] - quiet[0]
             orelse = self.label(node.orelse)
             self.allowed -= quiet[1]
+            if orelse == NONE_L or body == NONE_L:  # `Embedder(c) if c else None`: optional
+                return body if orelse == NONE_L else orelse
             return combine([body, orelse])
         if isinstance(node, ast.Starred):
             return self.label(node.value)
@@ -2820,6 +2840,9 @@ class FunctionWalker:
             args = [UNKNOWN_L] * len(node.args)
             kwargs = {k.arg: UNKNOWN_L for k in node.keywords}
 
+        model = transformers_model(qual)
+        if model is not None:
+            return Label(MODULE, f"{model} (a transformers model, an nn.Module)")
         if qual.startswith("torch."):
             if qual.startswith("torch.nn.") and "()" not in qual:
                 last = qual.rsplit(".", 1)[-1]

@@ -9,8 +9,8 @@ from reviewbot.lazy import libcst as cst
 from reviewbot.analysis.gpu import mask_named
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import (CPU, CUDA, VALUE, SyncRule, bool_operands, child_nodes,
-                                   condition_leaves)
+from reviewbot.rules._sync import (CPU, CUDA, UNKNOWN, VALUE, SyncRule, bool_operands,
+                                   child_nodes, condition_leaves)
 
 # torch functions and tensor methods whose output size depends on the data.
 DATA_DEPENDENT = frozenset({"nonzero", "unique", "unique_consecutive", "masked_select",
@@ -105,7 +105,8 @@ class ImplicitSync(SyncRule):
     or the `k` of `topk`;
     and ops whose output size depends on the data: `torch.nonzero` /
     `t.nonzero()`, boolean-mask indexing `t[mask]` (a mask by how it was made, or a CUDA
-    index named `*mask`), `torch.unique`,
+    index named `*mask`; a tensor of unknown device indexed by a CUDA mask is on the GPU,
+    as torch refuses a CUDA index into host data), `torch.unique`,
     `torch.masked_select`, one-argument `torch.where`, and `repeat_interleave` with tensor
     repeats and no `output_size`.
 
@@ -176,6 +177,9 @@ class ImplicitSync(SyncRule):
                 message_contains="comparison of a CUDA tensor used as a condition"),
         Invalid(_HEAD + "        return int(t.max())\n", line=5),
         Invalid(_HEAD + "        return t[t > 0]\n", line=5, message_contains="boolean-mask"),
+        # What a CUDA mask indexes is on the GPU: torch refuses it for host data.
+        Invalid(_HEAD + "        out = encode(t)\n        return out[t > 0]\n", line=6,
+                message_contains="the CUDA mask puts the tensor on the GPU"),
         Invalid(_HEAD + "        keep_mask = t.clone()\n        return t[keep_mask]\n", line=6,
                 message_contains="boolean-mask"),
         Invalid(_HEAD + "        return bool(n > 0 and t.any())\n", line=5,
@@ -266,6 +270,12 @@ class ImplicitSync(SyncRule):
         if base.kind == CUDA and _mask(index, index_node):
             self.report_sync(node, f"boolean-mask indexing `{self.short(node)}` (the result's "
                              "size depends on the data)", base.kind, base.evidence, chain)
+        elif base.kind == UNKNOWN and index.boolean:
+            # torch refuses a CUDA index into a host tensor, numpy array or list: what a
+            # CUDA mask indexes is on the GPU too.
+            self.report_sync(node, f"boolean-mask indexing `{self.short(node)}` (the result's "
+                             "size depends on the data; the CUDA mask puts the tensor on the "
+                             "GPU)", index.kind, index.evidence, chain)
         if base.kind == VALUE and node is not self._aug_target:
             assert index_node is not None
             self.report_sync(node, "indexing a Python container with the CUDA tensor "
