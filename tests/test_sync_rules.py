@@ -734,3 +734,31 @@ def test_zip_strict_pairs_up_rows(tmp_path):
     """
     assert lines(tmp_path, runner(body), RB101) == [16]
 
+
+
+def test_a_host_index_into_a_cuda_tensor_is_a_blocking_copy(tmp_path):
+    # Measured (benchmarks/gpu_checks/mixed_device_index.py): a host index tensor, pinned
+    # or not, or a list, is copied to the GPU and the copy waits for the stream; a host
+    # boolean mask read does not wait, written through it does; a CUDA index is no copy.
+    source = """
+    import torch
+
+    class ModelRunner:
+        def execute_model(self, n, ids):
+            logits = torch.zeros(n, device="cuda")
+            idx_cpu = torch.arange(n)
+            pinned = torch.arange(n, pin_memory=True)
+            keep = torch.zeros(n, dtype=torch.bool)
+            idx = torch.arange(n, device="cuda")
+            a = logits[idx_cpu]
+            b = logits[pinned]
+            c = logits[[0, 2]]
+            d = logits[keep]
+            logits[keep] = 1.0
+            e = logits[idx]
+            return a, b, c, d, e
+    """
+    rule = registry.get_rule("RB107")
+    found = findings(tmp_path, source, rule)
+    assert [f.line for f in found] == [11, 12, 13, 15]
+    assert "host index is copied to the GPU" in found[0].message

@@ -3022,7 +3022,8 @@ class FunctionWalker:
                     return Label(CUDA, f"allocated on {device.why or 'a CUDA device'} at line "
                                        f"{node.lineno}", _bool_dtype(node))
                 if device.kind == DEV_CPU:
-                    return Label(CPU, f"allocated on the CPU at line {node.lineno}")
+                    return Label(CPU, f"allocated on the CPU at line {node.lineno}",
+                                 _bool_dtype(node))
                 if device.kind in (CUDA, CPU):  # device=other_tensor.device spelled oddly
                     return device
                 if self.m.default_cuda and device.kind == UNKNOWN:
@@ -3045,7 +3046,7 @@ class FunctionWalker:
                 # `torch.tensor(window + 1)`: a 0-dim host tensor, which an op on CUDA
                 # tensors takes as a number (the result stays on the GPU).
                 return VALUE_L
-            return Label(CPU, f"{qual} without a device is on the CPU")
+            return Label(CPU, f"{qual} without a device is on the CPU", _bool_dtype(node))
         if name == "equal" and len(args) >= 2 and any(a.kind == CUDA for a in args[:2]):
             return VALUE_L
         if name in DATA_DEPENDENT or (name == "where" and len(node.args) == 1):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from reviewbot.lazy import libcst as cst
 
 from reviewbot.rule import Invalid, Valid
@@ -14,15 +16,22 @@ class BlockingCopyToDevice(SyncRule):
     ## What it does
     Finds `torch.tensor(data, device=<CUDA device>)` and `torch.as_tensor(...)` of host
     data onto the GPU, and `.cuda()` / `.to(<CUDA device>)` of a tensor known to be on the
-    host, without `non_blocking=True`, inside a function that runs every step.
+    host, without `non_blocking=True`, inside a function that runs every step. Also a CUDA
+    tensor indexed, read or written, by a host index tensor or a list
+    (`logits[req_indices_cpu]`, `x[[0, 2]]`): torch copies the index to the GPU and waits
+    for the stream, even from pinned memory. A host boolean mask read (`x[mask_cpu]`) and a
+    host scalar (`x[torch.tensor(3)]`) are not reported: measured, they do not wait.
 
     ## Why is this bad?
     A blocking host-to-device copy from pageable memory waits for the stream before it
     returns: measured with torch 2.11 on an H200, `torch.tensor(python_list,
     device="cuda")` and `cpu_tensor.cuda()` are caught by
     `torch.cuda.set_sync_debug_mode("error")` and show a stream synchronisation in the
-    profiler. It is off by default because engines do this on purpose for small inputs
-    every step; the wait is for work already queued, and often short.
+    profiler. So are `cuda_tensor[cpu_index]`, `cuda_tensor[pinned_index]` and
+    `cuda_tensor[[1, 3, 5]]` (torch 2.11 on an H100,
+    `benchmarks/gpu_checks/mixed_device_index.py`). It is off by default because engines
+    do this on purpose for small inputs every step; the wait is for work already queued,
+    and often short.
 
     ## Example
     ```python
@@ -53,7 +62,7 @@ class BlockingCopyToDevice(SyncRule):
     default_enabled = False
     consequence = ("the host waits for the stream before the copy returns; stage the data "
                    "in a pinned buffer and copy it with non_blocking=True")
-    CANDIDATES = ("cuda", "tensor", ".to(")
+    CANDIDATES = ("cuda", "tensor", ".to(", "[")
     VALID = [
         Valid("import torch\nclass R:\n    def execute_model(self, ids):\n"
               "        host = torch.tensor(ids).pin_memory()\n"
@@ -62,6 +71,13 @@ class BlockingCopyToDevice(SyncRule):
               "        return torch.tensor(ids, device='cuda')\n"),
         Valid("import torch\nclass R:\n    def execute_model(self, n):\n"
               "        return torch.zeros(n, device='cuda')\n"),
+        # A host mask read is a nonzero on the host and a copy that does not wait; a CUDA
+        # index needs no copy.
+        Valid("import torch\nclass R:\n    def execute_model(self, n):\n"
+              "        logits = torch.zeros(n, device='cuda')\n"
+              "        keep = torch.zeros(n, dtype=torch.bool)\n"
+              "        idx = torch.arange(n, device='cuda')\n"
+              "        return logits[keep], logits[idx]\n"),
     ]
     INVALID = [
         Invalid("import torch\nclass R:\n    def execute_model(self, ids):\n"
@@ -72,6 +88,12 @@ class BlockingCopyToDevice(SyncRule):
                 message_contains=".cuda()"),
         Invalid("import torch\nclass R:\n    def execute_model(self, lens_cpu: torch.Tensor):\n"
                 "        return lens_cpu.to('cuda')\n", line=4),
+        Invalid("import torch\nclass R:\n    def execute_model(self, n, idx_cpu: torch.Tensor):\n"
+                "        logits = torch.zeros(n, device='cuda')\n"
+                "        return logits[idx_cpu]\n", line=5, message_contains="host index"),
+        Invalid("import torch\nclass R:\n    def execute_model(self, n):\n"
+                "        logits = torch.zeros(n, device='cuda')\n"
+                "        logits[[0, 2]] = 0.0\n", line=5, message_contains="host index"),
     ]
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -100,6 +122,41 @@ class BlockingCopyToDevice(SyncRule):
                 self.report_sync(node, f"`.to(...)` of the host tensor `{held}` to the GPU "
                                  "without `non_blocking=True`", receiver.kind,
                                  receiver.evidence, chain)
+
+    def __init__(self, settings: Any, ctx: Any = None) -> None:
+        super().__init__(settings, ctx)
+        self._targets: set[cst.CSTNode] = set()  # what assignments write
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """``cuda[host_index]``: the index is copied to the GPU, and the copy waits."""
+        index_node = self.index_of(node)
+        if index_node is None:
+            return
+        chain = self.reporting_here()
+        if chain is False or self.allowed(node):
+            return
+        base = self.device(node.value)
+        if base is None or base.kind != CUDA or base.weak:
+            return  # a tensor taken to be on the GPU only by default: the host index wins
+        if isinstance(index_node, (cst.List, cst.ListComp)):
+            what = "a list"
+        else:
+            index = self.device(index_node)
+            if index is None or index.kind != CPU or (index.boolean and not self._written(node)):
+                return  # a host mask read is nonzero on the host and a copy that does not wait
+            what = f"the host tensor `{self.short(index_node)}`"
+        self.report_sync(node, f"`{self.short(node)}` indexes a CUDA tensor with {what}: the "
+                         "host index is copied to the GPU", CUDA, base.evidence, chain)
+
+    def _written(self, node: cst.Subscript) -> bool:
+        """Whether ``node`` is the target of an assignment (``x[mask] = v``)."""
+        return node in self._targets
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._targets.update(t.target for t in node.targets)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._targets.add(node.target)
 
     def _host_data_copy(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
         """``torch.tensor(host_data, device=cuda)``: a blocking copy from pageable memory."""
