@@ -19,6 +19,7 @@ from reviewbot.rules.rb105_explicit_sync import ExplicitSync
 from reviewbot.rules.rb106_unsynchronised_async_copy import UnsynchronisedAsyncCopy
 from reviewbot.rules.rb107_blocking_copy_to_device import BlockingCopyToDevice
 from reviewbot.rules.rb108_runtime_sync import RuntimeSync
+from reviewbot.rules.rb109_event_wait import EventWait
 from reviewbot.rules.rb201_buffer_bound_mismatch import BufferBoundMismatch
 from reviewbot.rules.rb202_pinned_alloc_in_hot_path import PinnedAllocInHotPath
 from reviewbot.rules.rb203_unguarded_pin_memory import UnguardedPinMemory
@@ -37,6 +38,7 @@ BUILTIN: tuple[type[Rule], ...] = (
     UnsynchronisedAsyncCopy,
     BlockingCopyToDevice,
     RuntimeSync,
+    EventWait,
     BufferBoundMismatch,
     PinnedAllocInHotPath,
     UnguardedPinMemory,

@@ -27,7 +27,7 @@ def test_rules_lists_every_rule(run_cli):
     lines = result.out.splitlines()
     assert [line.split()[0] for line in lines] == [
         "RB001", "RB002", "RB003", "RB101", "RB102", "RB103", "RB104", "RB105", "RB106", "RB107",
-        "RB108",
+        "RB108", "RB109",
         "RB201", "RB202", "RB203", "RB301", "RB302"]
     rb301 = next(line for line in lines if line.startswith("RB301"))
     assert "docstring-coverage" in rb301 and "fix: none" in rb301

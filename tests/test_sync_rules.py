@@ -762,3 +762,31 @@ def test_a_host_index_into_a_cuda_tensor_is_a_blocking_copy(tmp_path):
     found = findings(tmp_path, source, rule)
     assert [f.line for f in found] == [11, 12, 13, 15]
     assert "host index is copied to the GPU" in found[0].message
+
+
+def test_event_waits_only_when_asked_for(tmp_path):
+    # RB109 is off by default; selected, it reports an event's wait (by type, or by a name
+    # that says event), not a stream's (RB105's) and not the fix helper's own wait.
+    source = """
+    import torch
+
+    class ModelRunner:
+        def __init__(self):
+            self.ev = torch.cuda.Event()
+            self.stream = torch.cuda.Stream()
+
+        def execute_model(self, result, t):
+            self.ev.record()
+            self.ev.synchronize()
+            result.copy_done.synchronize()
+            self._copy_events[0].synchronize()
+            self.stream.synchronize()
+            return self._to_list(t)
+
+        def _to_list(self, t):
+            self.ev.synchronize()
+            return t.tolist()
+    """
+    rule = registry.get_rule("RB109")
+    assert not rule.default_enabled
+    assert lines(tmp_path, source, rule) == [11, 12, 13]
