@@ -3469,3 +3469,38 @@ def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
         """,
     }, config='devices = {default = "cuda"}\n')
     assert sync_sites(run_cli, root) == [("e/own.py", 6, "RB101"), ("e/own.py", 10, "RB102")]
+
+
+def test_fields_built_without_keep_on_cpu_are_on_the_device(tmp_path, run_cli):
+    # A factory that takes `keep_on_cpu` builds the fields an engine moves to the device
+    # unless told to keep them on the CPU: read by their key, those are CUDA tensors,
+    # whichever module declares them. A name kept on the CPU anywhere stays a host value.
+    root = write_project(tmp_path, {
+        "r/__init__.py": "",
+        "r/fields.py": """
+            class FieldConfig:
+                @staticmethod
+                def batched(modality, *, keep_on_cpu=False):
+                    return (modality, keep_on_cpu)
+        """,
+        "r/model.py": """
+            from r.fields import FieldConfig
+
+            def fields_config():
+                return dict(
+                    sizes=FieldConfig.batched("image", keep_on_cpu=True),
+                    num_patches=FieldConfig.batched("image"),
+                )
+        """,
+        "r/runner.py": """
+            class ModelRunner:
+                def step(self, kwargs, other):  # hot in the generic pack
+                    a = kwargs["num_patches"].tolist()
+                    b = kwargs["sizes"].tolist()
+                    c = kwargs.pop("num_patches").tolist()
+                    d = other["count"].tolist()
+                    return a, b, c, d
+        """})
+    found = sync_findings(run_cli, root)
+    assert [(f["path"], f["line"]) for f in found] == [("r/runner.py", 4), ("r/runner.py", 6)]
+    assert "moves to the GPU" in found[0]["message"]

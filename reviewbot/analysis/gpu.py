@@ -1234,10 +1234,74 @@ def _kept_key(key: ast.expr, module: Any) -> bool:
         module.is_kept_on_cpu(key.value)
 
 
+def _device_key(key: ast.expr, module: Any) -> bool:
+    """A string key naming a field the engine moves to the device (``kwargs["num_patches"]``
+    where the field is built without ``keep_on_cpu``)."""
+    return isinstance(key, ast.Constant) and isinstance(key.value, str) and \
+        key.value in module.device_keys
+
+
+def _device_field(key: str) -> Label:
+    """The label of a field the engine moves to the device, read by its key."""
+    return Label(CUDA, f"`{key}` is a field the engine moves to the GPU (built without "
+                       "keep_on_cpu by a factory that takes it)")
+
+
 def _singular(name: str) -> str:
     """A name with each of its words in the singular (``images_sizes`` -> ``image_size``)."""
     return "_".join(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
                     for w in name.split("_"))
+
+
+# `key=Class.method(` and `"key": Class.method(`: a field built by a class's factory (the
+# factories that take `keep_on_cpu` are known project-wide, see keep_families).
+_FIELD_CALL = re.compile(r"""(?:\b(\w+)\s*=|["'](\w+)["']\s*:)\s*([A-Z]\w*\.\w+)\(""")
+
+
+def field_calls(text: str) -> set[tuple[str, str]]:
+    """(factory, key) of each field a dict or call builds with a class's factory:
+    ``num_patches=MultiModalFieldConfig.batched("image")``, read off the text. The call
+    must be the whole value (``x=F.batched("v").field`` is not a field built by it)."""
+    found = set()
+    for m in _FIELD_CALL.finditer(text):
+        end = _call_end(text, m.end())
+        if end is not None and text[end:end + 80].lstrip()[:1] in (",", ")", "}"):
+            found.add((m.group(3), m.group(1) or m.group(2)))
+    return found
+
+
+def _call_end(text: str, start: int) -> int | None:
+    """The index after the ``)`` that closes the call whose ``(`` ends at ``start``
+    (brackets counted, strings skipped roughly; None past 2,000 characters)."""
+    depth, i, end = 1, start, min(len(text), start + 2000)
+    while i < end:
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c in "'\"":
+            close = text.find(c, i + 1, end)
+            if close < 0:
+                return None
+            i = close
+        i += 1
+    return None
+
+
+def keep_families(tree: ast.Module) -> frozenset[str]:
+    """The factories (``Class.method``) the module calls with ``keep_on_cpu=True``: the
+    fields the others build are moved to the device."""
+    found = set()
+    for node in fast_walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                isinstance(node.func.value, ast.Name) and any(
+                    k.arg == "keep_on_cpu" and isinstance(k.value, ast.Constant)
+                    and k.value.value is True for k in node.keywords):
+            found.add(f"{node.func.value.id}.{node.func.attr}")
+    return frozenset(found)
 
 
 def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
@@ -1367,6 +1431,9 @@ class ModuleAnalyzer:
         # The same names word by word in the singular: one item of a kept field
         # (`image_spatial_crop` of `images_spatial_crop`).
         self.kept_singular = frozenset(map(_singular, self.kept_on_cpu))
+        # Fields the engine moves to the device (built without keep_on_cpu by a factory
+        # that takes it): read by their key, they are on the GPU.
+        self.device_keys = frozenset(devices.get("device_keys", ())) - self.kept_on_cpu
         self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)
@@ -2753,6 +2820,10 @@ class FunctionWalker:
         if self.m.kept_on_cpu and _kept_key(node.slice, self.m):
             return Label(CPU, f"`{node.slice.value}` is kept on the host "  # type: ignore
                               "(keep_on_cpu)")
+        if self.m.device_keys and _device_key(node.slice, self.m):
+            return _device_field(node.slice.value)  # type: ignore[attr-defined]
+        if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            return UNKNOWN_L  # a tensor takes no string key: `inputs["type"]` of a mapping
         if base.kind in (CUDA, CPU):
             return base.but(boolean=False)
         if base.kind == VALUE and _is_shape(node.value):
@@ -2818,6 +2889,12 @@ class FunctionWalker:
                     self.label(arg)
                 return Label(CPU, f"`{node.args[0].value}` is kept on the host "  # type: ignore
                                   "(keep_on_cpu)")
+            if method in ("get", "pop") and node.args and self.m.device_keys and \
+                    _device_key(node.args[0], self.m):
+                self.label(func.value)
+                for arg in node.args[1:]:
+                    self.label(arg)
+                return _device_field(node.args[0].value)  # type: ignore[attr-defined]
             if method == "copy_":
                 receiver = self.label(func.value, write=True)
             elif qual.startswith("torch.") and not isinstance(func.value, ast.Call):

@@ -44,7 +44,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 55
+SUMMARY_VERSION = 56
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -277,10 +277,18 @@ class _Summariser:
         self.local_defs: set[str] = set()
         # Names whose values are declared kept on the CPU (`dict(k=...(keep_on_cpu=True))`).
         self.kept: frozenset[str] = frozenset()
+        # The factories called with `keep_on_cpu=True`, and the fields built by any factory
+        # of a class (`num_patches=Config.batched("image")`): the link finds those the
+        # engine moves to the device.
+        self.keep_families: frozenset[str] = frozenset()
         if "keep_on_cpu" in text:
-            from reviewbot.analysis.gpu import _kept_on_cpu
+            from reviewbot.analysis.gpu import _kept_on_cpu, keep_families
 
             self.kept = _kept_on_cpu(tree)
+            self.keep_families = keep_families(tree)
+        from reviewbot.analysis.gpu import field_calls
+
+        self.field_calls = field_calls(text)
         # Fields this module sets to a host copy (`out.ids = out.ids.cpu()`, `= _d2h(x)`).
         self.moved: set[str] = set()
         # Attribute names the module reads or calls (to pick the project facts it needs).
@@ -297,6 +305,10 @@ class _Summariser:
                "names": sorted(self.names)}
         if self.kept:
             out["kept_on_cpu"] = sorted(self.kept)
+        if self.keep_families:
+            out["keep_families"] = sorted(self.keep_families)
+        if self.field_calls:
+            out["field_calls"] = sorted(map(list, self.field_calls))
         if self.moved:
             out["moved_to_host"] = sorted(self.moved)
         return out
@@ -1669,6 +1681,7 @@ class HotFacts:
     tensor_returns: frozenset[str] = frozenset()
     names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
     kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
+    device_keys: frozenset[str] = frozenset()  # fields built without it: on the device
     moved_to_host: frozenset[str] = frozenset()  # fields set to a host copy somewhere
     moved_anywhere: frozenset[str] = frozenset()  # the same and those of known classes
     # rel -> methods every hot call of which is on a host copy (`self.experts_cpu.tolists()`)
@@ -1711,6 +1724,8 @@ class HotFacts:
             out["other_platform"] = True  # no finding there: see non_cuda()
         if self.kept_on_cpu:
             out["kept_on_cpu"] = sorted(self.kept_on_cpu)
+        if self.device_keys:
+            out["device_keys"] = sorted(self.device_keys)
         if rel in self.host_params:
             out["host_params"] = self.host_params[rel]
         if rel in self.passed_params:
@@ -2436,6 +2451,8 @@ class Linker:
         field_kinds: dict[str, set[str]] = {}
         return_kinds: dict[str, set[str]] = {}
         kept: set[str] = set()
+        families: set[str] = set()  # factories of fields that take keep_on_cpu
+        built: list[list[str]] = []  # [factory, key] of fields built by a class's factory
         moved: set[str] = set()
         anywhere: set[str] = set()  # fields moved to the host by any class
         referenced: set[str] = set()
@@ -2463,6 +2480,8 @@ class Linker:
             if imported:
                 facts.imported_returns[entry.rel] = frozenset(imported)
             kept.update(summary.get("kept_on_cpu", ()))
+            families.update(summary.get("keep_families", ()))
+            built.extend(summary.get("field_calls", ()))
             moved.update(summary.get("moved_to_host", ()))
             for info in summary["classes"].values():
                 for name, kind in info.get("fields", {}).items():
@@ -2481,6 +2500,11 @@ class Linker:
                 name = local.rpartition(".")[2]
                 return_kinds.setdefault(name, set()).add(info.get("returns", ""))
         facts.kept_on_cpu = frozenset(kept)
+        # Fields a factory that could keep them on the CPU builds without it: the engine
+        # moves them to the device (a name kept on the CPU anywhere stays there).
+        facts.device_keys = frozenset(
+            pair[1] for pair in built if isinstance(pair, list) and len(pair) == 2
+            and pair[0] in families and pair[1] not in kept)
         facts.referenced = frozenset(referenced)
         facts.moved_to_host = frozenset(moved | self.unresolved_moves)
         anywhere.update(facts.moved_to_host)
