@@ -30,7 +30,7 @@ def test_the_analysis_spells_no_rule_code():
     text = (REPO / "reviewbot" / "analysis" / "gpu.py").read_text(encoding="utf-8")
     assert "RB1" not in text
     assert not hasattr(gpu, "Site")
-    for code in ("RB101", "RB102", "RB103", "RB104", "RB105", "RB106", "RB107"):
+    for code in ("RB101", "RB102", "RB103", "RB104", "RB105", "RB106", "RB107", "RB109"):
         rule = registry.BY_CODE[code]
         assert issubclass(rule, CstRule) and rule.kind == "cst"
         assert any(name.startswith("visit_") for name in vars(rule)), code

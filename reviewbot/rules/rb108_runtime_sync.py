@@ -38,7 +38,7 @@ class RuntimeSync(AstRule):
     ## What it does
     Reads a trace written by `reviewbot trace` (`reviewbot check --trace trace.json`) and
     reports each place where the run synchronised the host with the GPU that no static
-    rule (RB101-RB107) reported: when the place, or a frame above it on the recorded
+    rule (RB101-RB107, RB109) reported: when the place, or a frame above it on the recorded
     stack, lies in a function the analysis finds hot, or when the run saw it at least
     `min-count` times. The message gives the kind of sync, how often it ran, how long it
     waited in the profiled window, and the stack. Without `--trace` it reports nothing.

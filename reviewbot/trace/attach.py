@@ -39,7 +39,7 @@ MAX_BYTES = 64 * 1024 * 1024
 MAX_ENTRIES = 200_000
 MAX_STACK = 64
 # Codes of the static sync rules whose findings a trace confirms.
-SYNC_CODES = ("RB101", "RB102", "RB103", "RB104", "RB105", "RB106", "RB107")
+SYNC_CODES = ("RB101", "RB102", "RB103", "RB104", "RB105", "RB106", "RB107", "RB109")
 _PART = re.compile(r"[\w.\-+=,~ ]+")
 _NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _SPECIAL = ("<module>", "<locals>", "<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>",
