@@ -790,3 +790,16 @@ def test_event_waits_only_when_asked_for(tmp_path):
     rule = registry.get_rule("RB109")
     assert not rule.default_enabled
     assert lines(tmp_path, source, rule) == [11, 12, 13]
+
+
+def test_a_string_key_reads_a_mapping_not_a_tensor(tmp_path):
+    # `inputs["type"]` of something taken for a CUDA tensor is a mapping's value: a tensor
+    # takes no string key. An element of the tensor compared in a condition still syncs.
+    body = """
+    if self.buf["type"] == "image":
+        return 0
+    if self.buf[0] == 1:
+        return 1
+    return 2
+    """
+    assert lines(tmp_path, runner(body), RB104) == [16]
