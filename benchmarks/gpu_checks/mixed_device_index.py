@@ -1,6 +1,7 @@
 """Which indexing ops synchronise when the tensor and its index sit on different devices
 (a CUDA tensor indexed by a host mask or host indices, and the reverse)."""
 import json, sys, torch
+from _probe import probe
 torch.cuda.init()
 d = torch.device("cuda")
 x = torch.arange(16, device=d, dtype=torch.float32)
@@ -34,19 +35,7 @@ cases = {
     "cuda.index_select(0, cpu_idx)": lambda: x.index_select(0, cpu_idx),
     "torch.masked_select(cuda, cpu_mask)": lambda: torch.masked_select(x, cpu_mask),
 }
-out = {}
-for name, fn in cases.items():
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        fn()
-        out[name] = "no sync"
-    except RuntimeError as exc:
-        out[name] = "sync" if "synchroniz" in str(exc) else f"error: {str(exc).splitlines()[0][:140]}"
-    except Exception as exc:
-        out[name] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:140]}"
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+out = probe(cases, 140)
 # The profiler's runtime events, for what the debug mode may not see.
 prof_out = {}
 for name in ("cuda[cpu_mask]", "cuda[cpu_idx]", "cuda[pinned_idx]"):

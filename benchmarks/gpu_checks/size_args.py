@@ -1,5 +1,6 @@
 """Which ops synchronise when given a CUDA 0-d tensor as a size, value or bound."""
 import json, sys, torch
+from _probe import probe
 torch.cuda.init()
 d = torch.device("cuda")
 n = torch.tensor(4, device=d)        # a CUDA scalar
@@ -24,19 +25,7 @@ cases = {
     "x[mask] = n": lambda: x.__setitem__(mask, n),
     "x[mask] = x[mask]*2": lambda: x.__setitem__(mask, x[mask] * 2),
 }
-out = {}
-for name, fn in cases.items():
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        fn()
-        out[name] = "no sync"
-    except RuntimeError as exc:
-        out[name] = "sync" if "synchroniz" in str(exc) else f"error: {str(exc).splitlines()[0][:120]}"
-    except Exception as exc:
-        out[name] = f"error: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+out = probe(cases, 120)
 out["torch"] = torch.__version__
 out["device"] = torch.cuda.get_device_name()
 print(json.dumps(out, indent=1))
