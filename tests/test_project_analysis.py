@@ -3473,8 +3473,9 @@ def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
 
 def test_fields_built_without_keep_on_cpu_are_on_the_device(tmp_path, run_cli):
     # A factory that takes `keep_on_cpu` builds the fields an engine moves to the device
-    # unless told to keep them on the CPU: read by their key, those are CUDA tensors,
-    # whichever module declares them. A name kept on the CPU anywhere stays a host value.
+    # unless told to keep them on the CPU: read by their key, those are CUDA tensors. A
+    # name another module keeps on the CPU stays a host value, except in a module that
+    # builds its own field of that name without it.
     root = write_project(tmp_path, {
         "r/__init__.py": "",
         "r/fields.py": """
@@ -3490,7 +3491,18 @@ def test_fields_built_without_keep_on_cpu_are_on_the_device(tmp_path, run_cli):
                 return dict(
                     sizes=FieldConfig.batched("image", keep_on_cpu=True),
                     num_patches=FieldConfig.batched("image"),
+                    num_crops=FieldConfig.batched("image"),
                 )
+
+            class Model:
+                def step(self, image_input):  # hot in the generic pack
+                    return image_input["num_crops"].tolist()
+        """,
+        "r/other.py": """
+            from r.fields import FieldConfig
+
+            def fields_config():
+                return {"num_crops": FieldConfig.batched("image", keep_on_cpu=True)}
         """,
         "r/runner.py": """
             class ModelRunner:
@@ -3499,8 +3511,10 @@ def test_fields_built_without_keep_on_cpu_are_on_the_device(tmp_path, run_cli):
                     b = kwargs["sizes"].tolist()
                     c = kwargs.pop("num_patches").tolist()
                     d = other["count"].tolist()
-                    return a, b, c, d
+                    e = kwargs["num_crops"].tolist()
+                    return a, b, c, d, e
         """})
     found = sync_findings(run_cli, root)
-    assert [(f["path"], f["line"]) for f in found] == [("r/runner.py", 4), ("r/runner.py", 6)]
-    assert "moves to the GPU" in found[0]["message"]
+    assert [(f["path"], f["line"]) for f in found] == [
+        ("r/model.py", 13), ("r/runner.py", 4), ("r/runner.py", 6)]
+    assert "moves to the GPU" in found[1]["message"]

@@ -1426,14 +1426,18 @@ class ModuleAnalyzer:
         self.moved_to_host = frozenset(devices.get("moved_to_host", ()))
         self.moved_somewhere = self.moved_to_host | frozenset(devices.get("moved_somewhere", ()))
         # Names a module declares kept on the CPU (`dict(grid_thw=...(keep_on_cpu=True))`).
-        self.kept_on_cpu = (_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) | \
-            frozenset(devices.get("kept_on_cpu", ()))
+        # The module's own fields built without keep_on_cpu stay on the device here,
+        # whatever another module keeps on the CPU under the name.
+        own_device = frozenset(devices.get("own_device_keys", ()))
+        self.kept_on_cpu = ((_kept_on_cpu(tree) if "keep_on_cpu" in text else frozenset()) |
+                            frozenset(devices.get("kept_on_cpu", ()))) - own_device
         # The same names word by word in the singular: one item of a kept field
         # (`image_spatial_crop` of `images_spatial_crop`).
         self.kept_singular = frozenset(map(_singular, self.kept_on_cpu))
         # Fields the engine moves to the device (built without keep_on_cpu by a factory
         # that takes it): read by their key, they are on the GPU.
-        self.device_keys = frozenset(devices.get("device_keys", ())) - self.kept_on_cpu
+        self.device_keys = (frozenset(devices.get("device_keys", ())) | own_device) - \
+            self.kept_on_cpu
         self.source = Source(text)
         words = _loop_words(packs.loop_callees) if packs.loop_callees else ()
         self._has_loop_words = not words or any(word in text for word in words)

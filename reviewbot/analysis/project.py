@@ -44,7 +44,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 56
+SUMMARY_VERSION = 57
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -1682,6 +1682,7 @@ class HotFacts:
     names: dict[str, frozenset[str]] = field(default_factory=dict)  # rel -> names it reads
     kept_on_cpu: frozenset[str] = frozenset()  # names declared keep_on_cpu anywhere
     device_keys: frozenset[str] = frozenset()  # fields built without it: on the device
+    keep_families: frozenset[str] = frozenset()  # the factories that take keep_on_cpu
     moved_to_host: frozenset[str] = frozenset()  # fields set to a host copy somewhere
     moved_anywhere: frozenset[str] = frozenset()  # the same and those of known classes
     # rel -> methods every hot call of which is on a host copy (`self.experts_cpu.tolists()`)
@@ -1726,6 +1727,16 @@ class HotFacts:
             out["kept_on_cpu"] = sorted(self.kept_on_cpu)
         if self.device_keys:
             out["device_keys"] = sorted(self.device_keys)
+        entry = self.linker.index.by_rel.get(rel) if self.linker is not None else None
+        if entry is not None and entry.summary and self.keep_families:
+            # The module's own fields built without keep_on_cpu: on the device here even
+            # where another module keeps a field of the name on the CPU.
+            own_kept = set(entry.summary.get("kept_on_cpu", ()))
+            own = {pair[1] for pair in entry.summary.get("field_calls", ())
+                   if isinstance(pair, list) and len(pair) == 2
+                   and pair[0] in self.keep_families and pair[1] not in own_kept}
+            if own:
+                out["own_device_keys"] = sorted(own)
         if rel in self.host_params:
             out["host_params"] = self.host_params[rel]
         if rel in self.passed_params:
@@ -2502,6 +2513,7 @@ class Linker:
         facts.kept_on_cpu = frozenset(kept)
         # Fields a factory that could keep them on the CPU builds without it: the engine
         # moves them to the device (a name kept on the CPU anywhere stays there).
+        facts.keep_families = frozenset(families)
         facts.device_keys = frozenset(
             pair[1] for pair in built if isinstance(pair, list) and len(pair) == 2
             and pair[0] in families and pair[1] not in kept)
