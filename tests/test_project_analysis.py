@@ -3504,6 +3504,21 @@ def test_fields_built_without_keep_on_cpu_are_on_the_device(tmp_path, run_cli):
             def fields_config():
                 return {"num_crops": FieldConfig.batched("image", keep_on_cpu=True)}
         """,
+        # Kept on the CPU through `dict[str, T](...)` and `fields.update(...)`: its own
+        # reads are host reads.
+        "r/kept.py": """
+            from r.fields import FieldConfig
+
+            def fields_config(fields):
+                fields.update(frames=FieldConfig.batched(
+                    "video", keep_on_cpu=True))
+                return dict[str, FieldConfig](
+                    tiles=FieldConfig.batched("image", keep_on_cpu=True))
+
+            class Model:
+                def step(self, image_input):  # hot in the generic pack
+                    return image_input["tiles"].tolist(), image_input["frames"].tolist()
+        """,
         "r/runner.py": """
             class ModelRunner:
                 def step(self, kwargs, other):  # hot in the generic pack

@@ -1265,9 +1265,13 @@ def field_calls(text: str) -> set[tuple[str, str]]:
     found = set()
     for m in _FIELD_CALL.finditer(text):
         end = _call_end(text, m.end())
-        if end is not None and text[end:end + 80].lstrip()[:1] in (",", ")", "}"):
+        if end is not None and text[end:end + 80].lstrip()[:1] in (",", ")", "}") and \
+                _KEEP_TRUE.search(text, m.end(), end) is None:  # not one kept on the CPU
             found.add((m.group(3), m.group(1) or m.group(2)))
     return found
+
+
+_KEEP_TRUE = re.compile(r"\bkeep_on_cpu\s*=\s*True\b")
 
 
 def _call_end(text: str, start: int) -> int | None:
@@ -1304,6 +1308,15 @@ def keep_families(tree: ast.Module) -> frozenset[str]:
     return frozenset(found)
 
 
+def _names_dict(func: ast.expr) -> bool:
+    """``dict``, ``dict[str, T]`` or ``fields.update``, called to build a mapping."""
+    if isinstance(func, ast.Attribute):
+        return func.attr == "update"
+    if isinstance(func, ast.Subscript):
+        func = func.value
+    return isinstance(func, ast.Name) and func.id == "dict"
+
+
 def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
     """Keys whose value is built with ``keep_on_cpu=True``: ``dict(k=f(..., keep_on_cpu=
     True))``, ``{"k": f(..., keep_on_cpu=True)}``, ``fields["k"] = f(..., keep_on_cpu=True)``,
@@ -1324,8 +1337,7 @@ def _kept_on_cpu(tree: ast.Module) -> frozenset[str]:
     names: set[str] = set()
     loop_keys: dict[str, list[str]] = {}
     for node in fast_walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id == "dict":
+        if isinstance(node, ast.Call) and _names_dict(node.func):
             names.update(k.arg for k in node.keywords if k.arg and keeps(k.value))
         elif isinstance(node, ast.Dict):
             names.update(k.value for k, v in zip(node.keys, node.values)
