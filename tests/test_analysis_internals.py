@@ -250,3 +250,26 @@ def test_paths_that_name_another_platform():
     assert not other_platform_path("vllm/v1/worker/gpu_model_runner.py")
     assert not other_platform_path("vllm/v1/sample/ops/cpus_per_worker.py")
     assert not other_platform_path("vllm/model_executor/layers/camd_utils.py")
+
+
+def test_field_calls_read_their_values_and_bound_their_scans(monkeypatch):
+    from reviewbot.analysis import gpu
+
+    text = ('d = dict(a=F.batched("image", keep_on_cpu=True),\n'
+            '         b=F.flat("image", sizes),\n)\n'
+            'y = foo(field=F.batched("video").field)\n'
+            'e = {"c": F.batched("i")}\n')
+    assert gpu.field_calls(text) == {("F.flat", "b"), ("F.batched", "c")}
+    # A file of calls that never close: each match may scan up to 2,000 characters, but
+    # all of them together no more than the budget.
+    scanned = []
+    real = gpu._call_end
+
+    def counting(text, start, limit=2000):
+        scanned.append(limit)
+        return real(text, start, limit)
+
+    monkeypatch.setattr(gpu, "_call_end", counting)
+    monkeypatch.setattr(gpu, "FIELD_SCAN_BUDGET", 50_000)
+    assert gpu.field_calls("a=B.c(" * 100_000) == set()
+    assert sum(scanned) <= 50_000 + 2000

@@ -331,6 +331,8 @@ def transformers_model(qual: str) -> str | None:
     if not name[:1].isupper() or any(word in name for word in _HF_NOT_MODULE_WORDS):
         return None
     return name
+
+
 # Builtins whose result is a host value (never a tensor).
 _VALUE_BUILTINS = frozenset({
     "list", "tuple", "dict", "set", "str", "sum", "min", "max", "range", "enumerate", "zip",
@@ -1256,6 +1258,10 @@ def _singular(name: str) -> str:
 # `key=Class.method(` and `"key": Class.method(`: a field built by a class's factory (the
 # factories that take `keep_on_cpu` are known project-wide, see keep_families).
 _FIELD_CALL = re.compile(r"""(?:\b(\w+)\s*=|["'](\w+)["']\s*:)\s*([A-Z]\w*\.\w+)\(""")
+_KEEP_TRUE = re.compile(r"\bkeep_on_cpu\s*=\s*True\b")
+# Characters the calls' ends may be looked for in, per file: a file of unclosed calls
+# (`a=B.c(a=B.c(...`) cannot make each of its matches scan far.
+FIELD_SCAN_BUDGET = 1_000_000
 
 
 def field_calls(text: str) -> set[tuple[str, str]]:
@@ -1263,21 +1269,22 @@ def field_calls(text: str) -> set[tuple[str, str]]:
     ``num_patches=MultiModalFieldConfig.batched("image")``, read off the text. The call
     must be the whole value (``x=F.batched("v").field`` is not a field built by it)."""
     found = set()
+    budget = FIELD_SCAN_BUDGET
     for m in _FIELD_CALL.finditer(text):
-        end = _call_end(text, m.end())
+        if budget <= 0:
+            break
+        end = _call_end(text, m.end(), min(2000, budget))
+        budget -= (end or m.end() + 2000) - m.end()
         if end is not None and text[end:end + 80].lstrip()[:1] in (",", ")", "}") and \
                 _KEEP_TRUE.search(text, m.end(), end) is None:  # not one kept on the CPU
             found.add((m.group(3), m.group(1) or m.group(2)))
     return found
 
 
-_KEEP_TRUE = re.compile(r"\bkeep_on_cpu\s*=\s*True\b")
-
-
-def _call_end(text: str, start: int) -> int | None:
+def _call_end(text: str, start: int, limit: int = 2000) -> int | None:
     """The index after the ``)`` that closes the call whose ``(`` ends at ``start``
-    (brackets counted, strings skipped roughly; None past 2,000 characters)."""
-    depth, i, end = 1, start, min(len(text), start + 2000)
+    (brackets counted, strings skipped roughly; None past ``limit`` characters)."""
+    depth, i, end = 1, start, min(len(text), start + limit)
     while i < end:
         c = text[i]
         if c in "([{":

@@ -1734,6 +1734,7 @@ class HotFacts:
             own_kept = set(entry.summary.get("kept_on_cpu", ()))
             own = {pair[1] for pair in entry.summary.get("field_calls", ())
                    if isinstance(pair, list) and len(pair) == 2
+                   and all(isinstance(part, str) for part in pair)
                    and pair[0] in self.keep_families and pair[1] not in own_kept}
             if own:
                 out["own_device_keys"] = sorted(own)
@@ -2516,6 +2517,7 @@ class Linker:
         facts.keep_families = frozenset(families)
         facts.device_keys = frozenset(
             pair[1] for pair in built if isinstance(pair, list) and len(pair) == 2
+            and all(isinstance(part, str) for part in pair)
             and pair[0] in families and pair[1] not in kept)
         facts.referenced = frozenset(referenced)
         facts.moved_to_host = frozenset(moved | self.unresolved_moves)
