@@ -803,3 +803,19 @@ def test_a_string_key_reads_a_mapping_not_a_tensor(tmp_path):
     return 2
     """
     assert lines(tmp_path, runner(body), RB104) == [16]
+
+
+def test_a_tensor_written_through_a_host_mask_is_no_blocking_copy(tmp_path):
+    # Measured: `cuda[cpu_mask] = 1.0` waits, `cuda[cpu_mask] = cuda[cpu_mask] * 2` does not.
+    source = """
+    import torch
+
+    class ModelRunner:
+        def execute_model(self, n):
+            logits = torch.zeros(n, device="cuda")
+            keep = torch.zeros(n, dtype=torch.bool)
+            logits[keep] = logits[keep] * 2
+            logits[keep] = 0.0
+            return logits
+    """
+    assert lines(tmp_path, source, registry.get_rule("RB107")) == [9]

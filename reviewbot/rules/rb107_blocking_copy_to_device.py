@@ -20,7 +20,8 @@ class BlockingCopyToDevice(SyncRule):
     tensor indexed, read or written, by a host index tensor or a list
     (`logits[req_indices_cpu]`, `x[[0, 2]]`): torch copies the index to the GPU and waits
     for the stream, even from pinned memory. A host boolean mask read (`x[mask_cpu]`) and a
-    host scalar (`x[torch.tensor(3)]`) are not reported: measured, they do not wait.
+    host scalar (`x[torch.tensor(3)]`) are not reported: measured, they do not wait; a
+    Python number written through a host mask (`x[mask_cpu] = 0.0`) does.
 
     ## Why is this bad?
     A blocking host-to-device copy from pageable memory waits for the stream before it
@@ -125,7 +126,8 @@ class BlockingCopyToDevice(SyncRule):
 
     def __init__(self, settings: Any, ctx: Any = None) -> None:
         super().__init__(settings, ctx)
-        self._targets: set[cst.CSTNode] = set()  # what assignments write
+        # Subscripts an assignment writes, with the value written.
+        self._targets: dict[cst.CSTNode, cst.BaseExpression] = {}
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         """``cuda[host_index]``: the index is copied to the GPU, and the copy waits."""
@@ -143,20 +145,23 @@ class BlockingCopyToDevice(SyncRule):
         else:
             index = self.device(index_node)
             if index is None or index.kind != CPU or (index.boolean and not self._written(node)):
-                return  # a host mask read is nonzero on the host and a copy that does not wait
+                return  # a host mask read, or a tensor written through one, does not wait
             what = f"the host tensor `{self.short(index_node)}`"
         self.report_sync(node, f"`{self.short(node)}` indexes a CUDA tensor with {what}: the "
                          "host index is copied to the GPU", CUDA, base.evidence, chain)
 
     def _written(self, node: cst.Subscript) -> bool:
-        """Whether ``node`` is the target of an assignment (``x[mask] = v``)."""
-        return node in self._targets
+        """Whether ``node`` is assigned a value that is not a tensor (``x[mask] = 1.0``):
+        measured, that write through a host mask waits; a tensor's does not."""
+        value = self._targets.get(node)
+        if value is None:
+            return False
+        fact = self.device(value)
+        return fact is None or fact.kind not in (CUDA, CPU)
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        self._targets.update(t.target for t in node.targets)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._targets.add(node.target)
+        for target in node.targets:
+            self._targets[target.target] = node.value
 
     def _host_data_copy(self, node: cst.Call, qual: str, chain: tuple[str, ...] | None) -> None:
         """``torch.tensor(host_data, device=cuda)``: a blocking copy from pageable memory."""
