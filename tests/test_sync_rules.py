@@ -764,9 +764,9 @@ def test_a_host_index_into_a_cuda_tensor_is_a_blocking_copy(tmp_path):
     assert "host index is copied to the GPU" in found[0].message
 
 
-def test_event_waits_only_when_asked_for(tmp_path):
-    # RB109 is off by default; selected, it reports an event's wait (by type, or by a name
-    # that says event), not a stream's (RB105's) and not the fix helper's own wait.
+def test_event_waits_are_warnings(tmp_path):
+    # RB109 is on by default, as a warning; it reports an event's wait (by type, or by a
+    # name that says event), not a stream's (RB105's) and not the fix helper's own wait.
     source = """
     import torch
 
@@ -781,15 +781,31 @@ def test_event_waits_only_when_asked_for(tmp_path):
             result.copy_done.synchronize()
             self._copy_events[0].synchronize()
             self.stream.synchronize()
-            return self._to_list(t)
+            return self._to_list(t), self.read_back(t), self.read_pair(t, t)
 
         def _to_list(self, t):
             self.ev.synchronize()
             return t.tolist()
+
+        def read_back(self, t):
+            pinned = self.host[:t.shape[0]]
+            pinned.copy_(t, non_blocking=True)
+            self.ev.record()
+            self.ev.synchronize()
+            return pinned.tolist()
+
+        def read_pair(self, t, u):
+            pinned = self.host[:t.shape[0]]
+            pinned.copy_(t, non_blocking=True)
+            self.ev.record()
+            self.ev.synchronize()
+            return pinned.tolist()
     """
     rule = registry.get_rule("RB109")
-    assert not rule.default_enabled
-    assert lines(tmp_path, source, rule) == [11, 12, 13]
+    assert rule.default_enabled and rule.severity == "warning"
+    # A helper of the fix's shape under another name is the fix's wait; with another
+    # parameter it is not that shape.
+    assert lines(tmp_path, source, rule) == [11, 12, 13, 32]
 
 
 def test_a_string_key_reads_a_mapping_not_a_tensor(tmp_path):

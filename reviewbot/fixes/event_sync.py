@@ -132,7 +132,12 @@ def is_helper(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str],
     if len(args.posonlyargs + args.args) != params or args.vararg or args.kwarg \
             or args.kwonlyargs:
         return False
-    text = "\n".join(lines[func.lineno - 1:func.end_lineno or func.lineno])
+    return helper_text("\n".join(lines[func.lineno - 1:func.end_lineno or func.lineno]))
+
+
+def helper_text(text: str) -> bool:
+    """Whether a function's text does what the helper does: a non-blocking copy, then a
+    synchronize, then a ``.tolist()`` returned."""
     return bool(_HELPER_SHAPE.search(text))
 
 

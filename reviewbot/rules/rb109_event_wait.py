@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from reviewbot.fixes.event_sync import helper_text
 from reviewbot.lazy import libcst as cst
 
 from reviewbot.rule import Invalid, Valid
@@ -15,13 +16,13 @@ _EVENT_NAME = re.compile(r"(?:^|_)(?:events?|done)$")
 
 
 class EventWait(SyncRule):
-    """The host waits on a CUDA event in a hot path (off by default).
+    """The host waits on a CUDA event in a hot path.
 
     ## What it does
     Finds `event.synchronize()` on a `torch.cuda.Event` (or on an object named as one:
     `copy_done`, `d2h_event`, `self._copy_events[i]`) inside a function that runs every
     step. The event-synced helper that `reviewbot fix` inserts (`helper-name`, default
-    `_to_list`) is not reported.
+    `_to_list`), or one of its shape that the fix reuses, is not reported.
 
     ## Why is this bad?
     An event wait is the cheap kind of host wait: it waits for the work recorded before
@@ -29,8 +30,10 @@ class EventWait(SyncRule):
     on the needed copy returned in under 0.4 ms on an H200 where `torch.cuda.synchronize()`
     took 22.4 ms). It still holds the host until that work is done, so the host cannot
     queue the next step meanwhile. Engines that overlap scheduling with the GPU wait as
-    late as they can, often one step later. It is off by default because this wait is
-    what the other rules recommend; turn it on to see every place the host waits.
+    late as they can, often one step later. It is a warning, not an error like the other
+    sync rules: this wait is what they recommend, and a wait placed where the value is
+    first needed is often right. Say so with `# noqa: RB109`, or turn the rule off with
+    `ignore = ["RB109"]`.
 
     ## Example
     ```python
@@ -55,16 +58,13 @@ class EventWait(SyncRule):
     - `helper-name` (string, default `_to_list`): the event-synced readback helper that
       `reviewbot fix` inserts; its wait is not reported.
 
-    Turn the rule on with `--select RB109` or `extend-select = ["RB109"]`.
-
     ## Fix safety
     No automatic fix: when to wait depends on when the value is needed.
     """
 
     code = "RB109"
     name = "event-wait"
-    summary = "The host waits on a CUDA event in a hot path (off by default)"
-    default_enabled = False
+    summary = "The host waits on a CUDA event in a hot path"
     severity = "warning"
     options = (HELPER_NAME,)
     consequence = ("the host waits until the recorded work is done; wait as late as the "
@@ -91,15 +91,27 @@ class EventWait(SyncRule):
                 message_contains="named as a CUDA event"),
     ]
 
+    def _readback_helper(self, func: cst.FunctionDef) -> bool:
+        """The fix's helper (``helper-name``), or a function of its shape: one tensor
+        parameter (after ``self``), a non-blocking copy, the wait, a ``.tolist()``
+        returned. ``reviewbot fix`` reuses such a helper; its wait is the one the fix makes."""
+        if func.name.value == str(self.settings.get("helper-name", HELPER_NAME.default)):
+            return True
+        params = func.params
+        if params.kwonly_params or not isinstance(params.star_arg, cst.MaybeSentinel) or \
+                params.star_kwarg is not None or \
+                len(params.posonly_params) + len(params.params) not in (1, 2):
+            return False
+        return helper_text(self.ctx.metadata_wrapper().module.code_for_node(func))
+
     def visit_Call(self, node: cst.Call) -> None:
         if self.callee_name(node) != "synchronize" or not isinstance(node.func, cst.Attribute):
             return
         chain = self.reporting_here()
         if chain is False or self.allowed(node) or self.torch_function(node) is not None:
             return
-        function = self._functions[-1].name.value if self._functions else ""
-        if function == str(self.settings.get("helper-name", HELPER_NAME.default)):
-            return  # the fix's own wait
+        if self._functions and self._readback_helper(self._functions[-1]):
+            return  # the fix's own wait, or a helper of its shape that it would reuse
         receiver = self.receiver_of_method(node)
         if receiver is None:
             return
