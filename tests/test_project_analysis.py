@@ -3433,6 +3433,47 @@ def test_methods_of_a_class_named_for_another_accelerator_are_not_hot(tmp_path, 
     assert sync_sites(run_cli, root) == [("q/attn.py", 14, "RB102")]
 
 
+def test_methods_named_for_another_platform_are_not_hot(tmp_path, run_cli):
+    # A sampler whose every method is an entry point dispatches by platform: its CPU and
+    # NPU methods (and what only they call) run off CUDA; its CUDA and native ones, and a
+    # method that copies to the CPU, stay hot.
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/ops.py": """
+            import torch
+
+            def host_top_k(logits: torch.Tensor, k: torch.Tensor):
+                return logits.topk(int(k.max()))
+
+            def any_top_k(logits: torch.Tensor, k: torch.Tensor):
+                return logits.topk(int(k.max()))
+        """,
+        "s/sampler.py": """
+            import torch
+            import vllm
+            from s.ops import any_top_k, host_top_k
+
+            class TopKSampler:
+                def forward_cuda(self, logits: torch.Tensor, k: torch.Tensor):
+                    return any_top_k(logits, k)
+
+                def forward_native(self, logits: torch.Tensor, k: torch.Tensor):
+                    return k.max().item()
+
+                def forward_cpu(self, logits: torch.Tensor, k: torch.Tensor):
+                    return host_top_k(logits, k), k.max().item()
+
+                def forward_npu(self, logits: torch.Tensor, k: torch.Tensor):
+                    return k.max().item()
+
+                def copy_to_cpu(self, k: torch.Tensor):
+                    return k.max().item()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("s/ops.py", 8, "RB104"), ("s/sampler.py", 11, "RB102"),
+                                         ("s/sampler.py", 20, "RB102")]
+
+
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
     # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
     # it, and a module's forward there, make no finding; the same helper in the project does.

@@ -664,6 +664,20 @@ def _platform_check(test: ast.expr) -> str | None:
     return None
 
 
+def other_platform_function(name: str) -> bool:
+    """Whether a function's name ends in another accelerator (``forward_npu``,
+    ``_prepare_hip``, ``apply_aiter``), or is the CPU's method of an op that dispatches by
+    platform (``forward_cpu``, beside ``forward_cuda`` and ``forward_native``): it runs
+    there, not on the CUDA path. ``copy_to_cpu`` and ``offload_cpu`` move a CUDA engine's
+    data."""
+    words = _name_words(name)
+    if not words:
+        return False
+    if words[-1] == "cpu":
+        return words[0] == "forward"
+    return words[-1] in _PLATFORM_SWITCH_WORDS
+
+
 def _device_check(test: ast.expr) -> str | None:
     """"cpu" for a test that holds only for a tensor on the host (``t.device.type ==
     "cpu"``, ``t.device == torch.device("cpu")``, ``str(t.device) != "cuda"``; also any other
@@ -1637,7 +1651,8 @@ class ModuleAnalyzer:
         """Whether ``func`` is start-up code, or memoised, or code for another platform
         (never hot)."""
         return _matches(func.qualname, self.packs.startup_functions) or \
-            memoised(func.node) or self.off_platform(func) or captures_graph(func.node)
+            memoised(func.node) or self.off_platform(func) or captures_graph(func.node) or \
+            other_platform_function(func.node.name)
 
     def off_platform(self, func: FunctionInfo) -> bool:
         """Whether ``func`` uses another accelerator's stack that the module imports only

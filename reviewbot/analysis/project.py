@@ -40,7 +40,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
-                                    is_property, memoised, optional_parameters)
+                                    is_property, memoised, optional_parameters,
+                                    other_platform_function)
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
@@ -2103,7 +2104,10 @@ class Linker:
         return result
 
     def _platform_owner(self, qual: str) -> bool:
-        """A method of a class named for another accelerator (``other_platform_class``)."""
+        """A method of a class named for another accelerator (``other_platform_class``), or
+        a function named for one (``other_platform_function``)."""
+        if other_platform_function(self.functions[qual][1].rpartition(".")[2]):
+            return True
         cls = self.owner(qual)
         return cls is not None and other_platform_class(cls.rpartition(".")[2])
 
