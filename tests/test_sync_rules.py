@@ -835,3 +835,30 @@ def test_a_tensor_written_through_a_host_mask_is_no_blocking_copy(tmp_path):
             return logits
     """
     assert lines(tmp_path, source, registry.get_rule("RB107")) == [9]
+
+
+def test_a_method_call_over_several_lines_is_reported_where_the_method_is_called(tmp_path):
+    # The finding starts at the method's name (the line a reviewer's comment belongs on,
+    # and the line Python runs the call at), not at the first line of its receiver.
+    source = """
+    import torch
+
+    class ModelRunner:
+        def __init__(self):
+            self.mask = torch.zeros(8, dtype=torch.bool, device="cuda")
+
+        def execute_model(self, n):
+            idx = (
+                self.mask[:n]
+                .nonzero(as_tuple=False)
+                .squeeze(1)
+            )
+            lens = self.mask.sum(
+                dim=0).tolist()
+            one = self.mask.sum().item()
+            return idx, lens, one
+    """
+    found = sorted((f.line, f.column, f.end_line, f.code) for rule in (
+        registry.get_rule("RB101"), registry.get_rule("RB102"), registry.get_rule("RB104"))
+        for f in findings(tmp_path, source, rule))
+    assert found == [(11, 14, 11, "RB104"), (15, 20, 15, "RB101"), (16, 15, 16, "RB102")]

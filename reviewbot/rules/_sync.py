@@ -366,8 +366,18 @@ class SyncRule(CstRule):
                 fix = self.fix_for(node)
             except (SyntaxError, ValueError, RecursionError):
                 fix = None
-        self.ctx.report_node(self, node, message, fix,
-                             severity="warning" if kind == UNKNOWN else self.severity)
+        severity = "warning" if kind == UNKNOWN else self.severity
+        facts = self.ctx.metadata_wrapper().facts
+        pos = facts.position(node)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                pos.start.line != pos.end.line:
+            # A method call at the end of a receiver written over several lines: the
+            # finding starts at the method's name (`.nonzero(` on the line that calls it).
+            name = facts.position(node.func.attr).start
+            if name.line > pos.start.line:
+                pos = pos.__class__(name, pos.end)
+        self.ctx.report(self, message, pos.start.line, pos.start.column + 1, pos.end.line,
+                        pos.end.column + 1, fix, severity=severity)
 
     def fix_for(self, node: cst.CSTNode) -> Fix | None:
         """The fix of a finding at ``node`` (none by default)."""

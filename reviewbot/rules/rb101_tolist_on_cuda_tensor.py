@@ -118,9 +118,10 @@ class TolistOnCudaTensor(SyncRule):
                 "        y = x.cuda() * 2\n        return y.tolist()\n", line=5),
         Invalid(RUNNER_WITH_HELPER.format(body="        return ids.tolist()\n"), line=11,
                 expected_fix=RUNNER_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
-        # A receiver over several lines keeps its lines and its comment.
+        # A receiver over several lines keeps its lines and its comment; the finding is on
+        # the line that calls `.tolist()`.
         Invalid(RUNNER_WITH_HELPER.format(body="        return (ids  # the sampled ids\n"
-                                         "                .view(-1)).tolist()\n"), line=11,
+                                         "                .view(-1)).tolist()\n"), line=12,
                 expected_fix=RUNNER_WITH_HELPER.format(
                     body="        return self._to_list(ids  # the sampled ids\n"
                          "                .view(-1))\n")),
