@@ -3474,6 +3474,59 @@ def test_methods_named_for_another_platform_are_not_hot(tmp_path, run_cli):
                                          ("s/sampler.py", 20, "RB102")]
 
 
+def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
+    # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
+    # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under
+    # that name. A property's return annotation declares a field: `end_ids` is a set of
+    # ints in one class and a tensor in another, so a name alone says nothing.
+    root = write_project(tmp_path, {
+        "p/__init__.py": "",
+        "p/adapters.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Meta:
+                lens: torch.Tensor
+
+            class Adapter:
+                meta: Meta
+
+                def __init__(self, ids):
+                    self._ids = frozenset(ids)
+
+                @property
+                def end_ids(self) -> frozenset[int]:
+                    return self._ids
+        """,
+        "p/other.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Host:
+                lens: list[int]
+
+            @dataclass
+            class Budget:
+                end_ids: torch.Tensor
+        """,
+        "p/manager.py": """
+            import vllm
+            from p.adapters import Adapter
+
+            class Scheduler:
+                def schedule(self, r, other):
+                    if isinstance(r, Adapter) and r.meta.lens.sum().item() > 0:
+                        return 1
+                    if other.end_ids or other.lens.sum().item() > 0:
+                        return 2
+                    return 0
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("p/manager.py", 7, "RB102")]
+
+
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
     # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
     # it, and a module's forward there, make no finding; the same helper in the project does.

@@ -2586,6 +2586,12 @@ class FunctionWalker:
                     if kept is not None:
                         self.narrowed = {**self.narrowed, kept: Label(
                             VALUE, f"`{kept}` is checked to be a Python value")}
+                    elif _type_test(value):
+                        # `isinstance(r, Adapter) and r.end_ids`: `r` is an Adapter there.
+                        proved = {name: label for name, label in
+                                  self._narrowed(value, ()).items() if label.kind == OBJECT}
+                        if proved:
+                            self.narrowed = {**self.narrowed, **proved}
             self.narrowed = saved
             return
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):

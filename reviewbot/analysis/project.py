@@ -45,7 +45,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 58
+SUMMARY_VERSION = 59
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -403,7 +403,8 @@ class _Summariser:
                     else [annotation.slice]
                 return self._union_kind(members)
             if head in ("list", "List", "tuple", "Tuple", "dict", "Dict", "set", "Set",
-                        "Sequence", "Mapping", "Iterable"):
+                        "frozenset", "FrozenSet", "AbstractSet", "Sequence", "Mapping",
+                        "Iterable"):
                 return "host"
             if head in ("NDArray", "ndarray"):
                 return "host"
@@ -415,7 +416,7 @@ class _Summariser:
         if qual in ("torch.Tensor", "torch.tensor.Tensor"):
             return "tensor"
         if qual in ("numpy.ndarray", "numpy.typing.NDArray", "int", "float", "bool", "str",
-                    "list", "tuple", "dict", "set", "bytes"):
+                    "list", "tuple", "dict", "set", "frozenset", "bytes"):
             return "host"
         return None
 
@@ -507,6 +508,12 @@ class _Summariser:
                 backing = _property_backing(node) if cls is not None else None
                 if backing is not None:  # `@property def worker(self): return self._worker`
                     cls.setdefault("properties", {})[node.name] = backing
+                if cls is not None and node.returns is not None and is_property(node):
+                    # `@property def end_ids(self) -> frozenset[int]`: read as a field.
+                    kind = self.value_kind(node.returns)
+                    if kind == "host":
+                        cls["fields"].setdefault(
+                            node.name, "python" if _python_typed(node.returns) else "host")
                 made = classes_made_in(node)
                 if made:  # a factory's class (`class Builder(base_cls):` in a function)
                     self._index(made, None, prefix + node.name + ".")
