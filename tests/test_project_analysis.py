@@ -3527,6 +3527,46 @@ def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_
     assert sync_sites(run_cli, root) == [("p/manager.py", 7, "RB102")]
 
 
+def test_a_dataclass_fills_its_cache_once_per_object(tmp_path, run_cli):
+    # The step builds its metadata (a dataclass) every time: a copy cached on the object
+    # is made every step. The runner's own cache is filled once.
+    root = write_project(tmp_path, {
+        "m/__init__.py": "",
+        "m/meta.py": """
+            from dataclasses import dataclass
+            import torch
+
+            @dataclass
+            class Metadata:
+                seq_lens: torch.Tensor
+                _seq_lens_cpu: torch.Tensor | None = None
+
+                @property
+                def seq_lens_cpu(self) -> torch.Tensor:
+                    if self._seq_lens_cpu is None:
+                        self._seq_lens_cpu = self.seq_lens.to("cpu")
+                    return self._seq_lens_cpu
+        """,
+        "m/runner.py": """
+            import torch
+            import vllm
+            from m.meta import Metadata
+
+            class ModelRunner:
+                def __init__(self):
+                    self.lens = torch.zeros(8, device="cuda")
+                    self._lens_cpu = None
+
+                def execute_model(self, n):
+                    meta = Metadata(seq_lens=self.lens[:n])
+                    if self._lens_cpu is None:
+                        self._lens_cpu = self.lens.to("cpu")
+                    return meta.seq_lens_cpu
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("m/meta.py", 13, "RB103")]
+
+
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
     # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
     # it, and a module's forward there, make no finding; the same helper in the project does.

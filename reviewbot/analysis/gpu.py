@@ -991,6 +991,18 @@ def _once_guard(node: ast.If, aliases: dict[str, str] | None = None) -> bool:
     return targets <= filled
 
 
+def value_class(node: ast.ClassDef) -> bool:
+    """``@dataclass`` (or ``@dataclasses.dataclass(...)``): a class of values, such as the
+    metadata an engine builds every step; a cache it fills on first use fills once per
+    object, so once per step."""
+    for deco in node.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name == "dataclass":
+            return True
+    return False
+
+
 def _long_lived(target: str) -> bool:
     """A long-lived object's cache (``self.x``, a layer's private ``_x``), not a per-step
     one's."""
@@ -2384,7 +2396,8 @@ class FunctionWalker:
             if not quiet[0]:
                 self.condition(node.test)  # evaluated every time, also before a raise
             quiet = (quiet[0] or error_only(node.body), quiet[1] or error_only(node.orelse))
-            once = self._clears_own_guard(node) or _once_guard(node, self.cached)
+            once = self._clears_own_guard(node) or (
+                _once_guard(node, self.cached) and not self._per_object_cache())
             self.allowed += once
             host_body, host_else, containers = _host_narrowing(self._test_of(node.test))
             self.branches([node.body, node.orelse], _not_cuda_checks(node.test) + host_body,
@@ -2571,6 +2584,12 @@ class FunctionWalker:
         qual = self.m.names.qualify(annotation) or ""
         last = qual.rsplit(".", 1)[-1]
         return qual == "torch.nn.Module" or _matches(last, self.m.packs.module_classes)
+
+    def _per_object_cache(self) -> bool:
+        """A method of a dataclass: its ``if self._x is None:`` cache fills once per
+        object, and such objects are built per step."""
+        cls = self.func.cls
+        return cls is not None and value_class(cls.node)
 
     def condition(self, test: ast.expr) -> None:
         """A test that Python needs as a bool: a CUDA tensor there is a sync."""

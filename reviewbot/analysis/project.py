@@ -41,11 +41,11 @@ from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
                                     is_property, memoised, optional_parameters,
-                                    other_platform_function)
+                                    other_platform_function, value_class)
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 59
+SUMMARY_VERSION = 60
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -488,6 +488,8 @@ class _Summariser:
             if isinstance(node, ast.ClassDef):
                 info = {"bases": [self.qualify(_dotted(b)) or (_dotted(b) or "") for b in node.bases],
                         "attrs": {}, "fields": {}, "line": node.lineno}
+                if value_class(node):
+                    info["values"] = 1
                 self.classes.setdefault(prefix + node.name, info)
                 for stmt in node.body:  # class-level annotations: `runner: ModelRunner`
                     if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) \
@@ -606,7 +608,8 @@ class _Summariser:
                 quiet_body, quiet_else = quiet_body or fallback[0], quiet_else or fallback[1]
                 # A block that fills a cache once (`if self._mask is None: self._mask =
                 # make_mask()`) runs on the first step only: what it calls is not hot.
-                quiet_body = quiet_body or error_only(stmt.body) or _once_guard(stmt)
+                quiet_body = quiet_body or error_only(stmt.body) or (
+                    _once_guard(stmt) and not (cls is not None and cls.get("values")))
                 quiet_else = quiet_else or error_only(stmt.orelse)
                 if quiet_body:
                     mark(stmt.body, 2)
