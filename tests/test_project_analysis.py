@@ -3567,6 +3567,45 @@ def test_a_dataclass_fills_its_cache_once_per_object(tmp_path, run_cli):
     assert sync_sites(run_cli, root) == [("m/meta.py", 13, "RB103")]
 
 
+def test_a_fallback_in_a_conditional_expression_runs_when_a_hot_caller_leaves_it_out(
+        tmp_path, run_cli):
+    # `host if host is not None else lens.tolist()`: off the usual path when every hot
+    # caller passes `host`, as in an if statement; on it when one leaves it out. A field of
+    # another object may be None on any step.
+    runner = """
+        import torch
+        import vllm
+
+        class ModelRunner:
+            def __init__(self):
+                self.lens = torch.zeros(8, device="cuda")
+                self.host = torch.zeros(8)
+
+            def execute_model(self, batch):
+                a = self._bounds(self.lens, host=self.host.clone())
+                return a, self._draft(), self._field(batch)
+
+            def _draft(self):
+                return self._bounds(self.lens, host=self.host.clone())
+
+            def _bounds(self, lens: torch.Tensor, host=None):
+                return host if host is not None else lens.tolist()
+
+            def _field(self, batch):
+                return batch.host if batch.host is not None else self.lens.tolist()
+    """
+    cfg = 'devices = {default = "cuda"}\n'
+    root = write_project(tmp_path / "passed", {"r/__init__.py": "", "r/runner.py": runner},
+                         config=cfg)
+    assert sync_sites(run_cli, root) == [("r/runner.py", 21, "RB101")]
+    left_out = runner.replace("return self._bounds(self.lens, host=self.host.clone())",
+                              "return self._bounds(self.lens)")
+    root = write_project(tmp_path / "left", {"r/__init__.py": "", "r/runner.py": left_out},
+                         config=cfg)
+    assert sync_sites(run_cli, root) == [("r/runner.py", 18, "RB101"),
+                                         ("r/runner.py", 21, "RB101")]
+
+
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
     # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
     # it, and a module's forward there, make no finding; the same helper in the project does.

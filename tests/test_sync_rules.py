@@ -579,21 +579,6 @@ def test_code_that_runs_only_when_something_failed_is_not_per_step(tmp_path):
     assert lines(tmp_path, runner(body), RB104) == [21]
 
 
-def test_a_fallback_for_a_left_out_argument_in_a_conditional_expression(tmp_path):
-    body = """
-    a = self._bounds(self.buf)
-    return a, self._bounds(self.buf, self.host)
-    """
-    source = runner(body) + (
-        "\n    def _bounds(self, cu, cu_host=None):\n"
-        "        return cu_host if cu_host is not None else cu.tolist()\n"
-        "\n    def _field(self, batch):\n"
-        "        return batch.cu_host if batch.cu_host is not None else self.buf.tolist()\n")
-    assert lines(tmp_path, source, RB101) == []
-    hot_field = source.replace("a = self._bounds(self.buf)", "a = self._field(n)")
-    assert lines(tmp_path, hot_field, RB101) == [21]
-
-
 def test_a_buffer_allocated_for_callers_that_pass_none_is_on_the_usual_path(tmp_path):
     source = runner("return self._indices(self.buf), self._lens(self.buf)") + (
         "\n    def _indices(self, lens, out=None):\n"

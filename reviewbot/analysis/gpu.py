@@ -2697,8 +2697,9 @@ class FunctionWalker:
             return UNKNOWN_L
         if isinstance(node, ast.IfExp):
             quiet = guard_of(node.test)
-            missing = _missing_argument(node.test, self.optional)
-            if missing is not None:  # `lens_host if lens_host is not None else lens.tolist()`
+            missing = _missing_argument(node.test, self.passed) if self.passed else None
+            if missing is not None:  # `lens_host if lens_host is not None else lens.tolist()`,
+                # and every hot caller passes `lens_host`
                 quiet = (quiet[0] or missing, quiet[1] or not missing)
             taken = self._flag_value(node.test) if self.flags else None
             if taken is not None:  # `row if no_copy else row.tolist()`, every hot caller sets it
