@@ -847,3 +847,21 @@ def test_a_method_call_over_several_lines_is_reported_where_the_method_is_called
         registry.get_rule("RB101"), registry.get_rule("RB102"), registry.get_rule("RB104"))
         for f in findings(tmp_path, source, rule))
     assert found == [(11, 14, 11, "RB104"), (15, 20, 15, "RB101"), (16, 15, 16, "RB102")]
+
+
+def test_code_for_a_build_without_triton_is_another_platform_s(tmp_path):
+    # A CUDA build has Triton: the block for its absence (`if not HAS_TRITON:`, `if not
+    # caps.supports_triton:`) and the `else` of a test for it run elsewhere. A switch that
+    # chooses a Triton kernel (`use_triton`) says nothing of the platform.
+    body = """
+    if not HAS_TRITON:
+        return self.buf.tolist()
+    if current_platform.capabilities.supports_triton:
+        a = 1
+    else:
+        a = self.buf.tolist()
+    if not self.use_triton:
+        return self.buf.tolist()
+    return a
+    """
+    assert lines(tmp_path, runner(body), RB101) == [21]

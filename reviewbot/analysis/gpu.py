@@ -652,6 +652,11 @@ def _platform_check(test: ast.expr) -> str | None:
         return "other"
     if platform in ("cuda", "cuda_alike", "nvidia"):
         return "cuda"
+    # `HAS_TRITON`, `capabilities.supports_triton`, `is_triton_available()`: a CUDA build
+    # has Triton; the code for its absence is another platform's.
+    words = set(_name_words(name))
+    if "triton" in words and words & {"has", "supports", "available"}:
+        return "cuda"
     # `if _use_aiter_gfx95:`, `if use_intel_amx_backend(layer):`, `if _is_cpu_amx_available:`:
     # a switch named for another accelerator's kernels (the CPU alone only as `is_cpu`:
     # `cpu_offload` is a CUDA engine's mode). Not one that says no to them

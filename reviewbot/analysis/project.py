@@ -45,7 +45,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 60
+SUMMARY_VERSION = 61
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
