@@ -3604,6 +3604,12 @@ def test_a_fallback_in_a_conditional_expression_runs_when_a_hot_caller_leaves_it
                          config=cfg)
     assert sync_sites(run_cli, root) == [("r/runner.py", 18, "RB101"),
                                          ("r/runner.py", 21, "RB101")]
+    # The same caller leaving it out in one of its two calls.
+    twice = runner.replace("return a, self._draft(), self._field(batch)",
+                           "return a, self._bounds(self.lens), self._field(batch)")
+    root = write_project(tmp_path / "twice", {"r/__init__.py": "", "r/runner.py": twice},
+                         config=cfg)
+    assert ("r/runner.py", 18, "RB101") in sync_sites(run_cli, root)
 
 
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):

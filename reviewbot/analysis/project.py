@@ -45,7 +45,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 61
+SUMMARY_VERSION = 62
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -719,6 +719,8 @@ class _Summariser:
             out["flag_guards"] = flags  # `if not p:` of a parameter `p: bool = False`
         passed = _passed_keywords(body_text, optional | _flag_parameters(node))
         if passed:
+            _drop_left_out(node, passed)
+        if passed:
             out["passes"] = passed
         returns = self.value_kind(node.returns)
         if returns == "tensor" and returned_values and all(map(_python_number, returned_values)):
@@ -921,6 +923,26 @@ def _open_call(text: str, at: int) -> int:
             return start  # what opened after it closed before `at`, it did not
         end = start
     return -1
+
+
+def _drop_left_out(node: ast.AST, passed: dict[str, str]) -> None:
+    """Forget a keyword that another call of the same callee in the function leaves out
+    (``f(x, host=h)`` here, ``f(x)`` there: the callee may get None)."""
+    callees = {key.partition(":")[0] for key in passed}
+    for call in fast_walk(node):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else None
+        if name not in callees:
+            continue
+        given = {k.arg for k in call.keywords}
+        if None in given:
+            continue  # `f(**options)`: may pass anything
+        for key in [k for k in passed if k.partition(":")[0] == name]:
+            if key.partition(":")[2] not in given:
+                del passed[key]
 
 
 def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
