@@ -3612,6 +3612,46 @@ def test_a_fallback_in_a_conditional_expression_runs_when_a_hot_caller_leaves_it
     assert ("r/runner.py", 18, "RB101") in sync_sites(run_cli, root)
 
 
+def test_a_returned_tuple_and_a_list_filled_in_a_loop_keep_their_elements(tmp_path, run_cli):
+    # `emb, mask = get_mask(...)` unpacks what the module's function returns element by
+    # element; masks gathered with `append` or `+= [...]` are what iterating the list (or
+    # zipping it) gives. A list extended with something not followed is unknown.
+    root = write_project(tmp_path, {
+        "q/__init__.py": "",
+        "q/mm.py": """
+            import torch
+            import vllm
+
+            def get_mask(input_ids: torch.Tensor, pad: torch.Tensor):
+                mask = torch.isin(input_ids, pad).unsqueeze(-1)
+                return input_ids.float(), mask
+
+            def embed(input_ids: torch.Tensor, pads, more):
+                embeddings, masks, kept, mixed = [], [], [], []
+                for pad in pads:
+                    emb, mask = get_mask(input_ids, pad)
+                    embeddings += [emb]
+                    masks += [mask]
+                    kept.append(mask)
+                    mixed.append(mask)
+                mixed.extend(more)
+                out = []
+                for emb, mask in zip(embeddings, masks):
+                    out.append(torch.where(mask.squeeze(-1))[0])
+                for mask in kept:
+                    out.append(mask.nonzero())
+                for mask in mixed:
+                    out.append(mask.nonzero())
+                return out
+
+            class ModelRunner:
+                def execute_model(self, ids: torch.Tensor, pads, more):
+                    return embed(ids, pads, more)
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("q/mm.py", 20, "RB104"), ("q/mm.py", 22, "RB104")]
+
+
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
     # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
     # it, and a module's forward there, make no finding; the same helper in the project does.

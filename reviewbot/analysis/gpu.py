@@ -1513,6 +1513,7 @@ class ModuleAnalyzer:
         self.all_classes: list[ClassInfo] = []  # with the ones a later class of the same name hides
         self.functions: dict[str, FunctionInfo] = {}
         self._returns: dict[str, Label] = {}
+        self._return_items: dict[Any, list[Label]] = {}  # key of _returns -> its elements
         # function qualname -> parameter -> label, from the module's own call sites
         self.params: dict[str, dict[str, Label]] = {}
         self._mros: dict[str, list[ClassInfo]] = {}
@@ -1857,6 +1858,13 @@ class ModuleAnalyzer:
                 cls.attrs[attr] = merge(labels)
         self._returns.clear()
 
+    def return_items(self, func: FunctionInfo, passed: dict[str, Label] | None = None
+                     ) -> list[Label] | None:
+        """The elements of the tuple ``func`` returns on every path (after
+        ``return_label`` with the same arguments), else None."""
+        cuda_args = {k: v for k, v in (passed or {}).items() if v.kind in (CUDA, CPU)}
+        return self._return_items.get((func.qualname, tuple(sorted(cuda_args))))
+
     def return_label(self, func: FunctionInfo, passed: dict[str, Label] | None = None) -> Label:
         """The label of what ``func`` returns when called with ``passed`` (unknown when its
         returns disagree)."""
@@ -1883,6 +1891,18 @@ class ModuleAnalyzer:
         labels = walker.returns
         kinds = {label.kind for label in labels}
         result = labels[0] if labels and len(kinds) == 1 else UNKNOWN_L
+        tuples = walker.return_items
+        if tuples and all(t is not None and len(t) == len(tuples[0]) for t in tuples):
+            # `return emb, mask` on every path: what unpacking the call gives, element by
+            # element (unknown where the returns disagree).
+            parts = []
+            for position in zip(*tuples):  # type: ignore[misc]
+                part_kinds = {label.kind for label in position}
+                part = position[0] if len(part_kinds) == 1 else UNKNOWN_L
+                if part.kind == CUDA:
+                    part = part.but(f"returned by {func.qualname}() ({part.why})")
+                parts.append(part)
+            self._return_items[key] = parts
         if result.kind == CUDA:
             result = result.but(f"returned by {func.qualname}() ({result.why})")
         self._returns[key] = result
@@ -2008,6 +2028,8 @@ class FunctionWalker:
         # Host reads of a buffer whose non_blocking copy nobody waited for (reporting walks).
         self.unwaited: dict[tuple[int, int, int, int], tuple[str, int]] = {}
         self.returns: list[Label] = []
+        # Each return's elements when it returns a tuple display (`return ids, mask`).
+        self.return_items: list[list[Label] | None] = []
         self.self_assignments: dict[str, list[Label]] = {}
         self.pending: dict[str, int] = {}  # buffer -> line of its unsynchronised async copy
         self.allowed = 0  # behind a debug, validation or once-only guard, or the unusual case
@@ -2029,6 +2051,9 @@ class FunctionWalker:
         # `tuple[Tensor, ...]`): its elements' labels (a tuple of each, or one for every
         # element).
         self.members: dict[str, tuple[Label, ...] | Label] = {}
+        # Lists the function starts empty and fills (`masks = []`, `masks.append(m)`,
+        # `masks += [m]`): the label every element shares so far (None: none yet).
+        self.appended: dict[str, Label | None] = {}
         # Whether env holds a field of a local object set here (`out.logprobs = t[idx]`,
         # keyed "out.logprobs"): read back before what the object's class declares. By the
         # object's name, those keys (dropped when the name is bound again).
@@ -2140,6 +2165,19 @@ class FunctionWalker:
                 self.allowed += 1
         self.allowed -= hushed
 
+    def _append(self, name: str, labels: list[Label]) -> None:
+        """Elements added to a list the function filled from empty: every element shares
+        a label while they agree (what iterating the list gives), else unknown."""
+        known = self.appended.get(name)
+        for label in labels:
+            if known is None:
+                known = label
+            elif known.kind != label.kind or known.boolean != label.boolean:
+                known = UNKNOWN_L
+        self.appended[name] = known
+        if known is not None:
+            self.members[name] = known
+
     def bind_loop_target(self, target: ast.expr, iterable: ast.expr) -> None:
         """Label a loop's target: the rows of a CUDA tensor (or of a module's outputs) are
         CUDA; ``zip`` and ``enumerate`` pair them up element by element."""
@@ -2155,6 +2193,9 @@ class FunctionWalker:
             if sources:
                 for element, source in zip(target.elts, sources):
                     label = self.label(source, read=True) if source is not None else VALUE_L
+                    if isinstance(source, ast.Name) and \
+                            isinstance(self.members.get(source.id), Label):
+                        label = self.members[source.id]  # type: ignore[assignment]
                     self.bind(element, label if label.kind == CUDA else UNKNOWN_L)
                 return
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and \
@@ -2290,6 +2331,10 @@ class FunctionWalker:
             label = self.env[target.id] = _host_name_wins(target.id, label)
             if self.members:
                 self.members.pop(target.id, None)
+            if isinstance(value, ast.List) and not value.elts:
+                self.appended[target.id] = None
+            elif self.appended:
+                self.appended.pop(target.id, None)
             if self.object_fields and target.id in self.object_keys:
                 for key in self.object_keys[target.id]:
                     self.env.pop(key, None)
@@ -2316,6 +2361,11 @@ class FunctionWalker:
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 for t, v in zip(target.elts, value.elts):
                     self.bind(t, self.label(v), v)
+            elif isinstance(value, ast.Call) and id(value) in self.items and \
+                    len(self.items[id(value)]) == len(target.elts) and \
+                    not any(isinstance(t, ast.Starred) for t in target.elts):
+                for t, part in zip(target.elts, self.items[id(value)]):
+                    self.bind(t, part)
             elif isinstance(value, ast.Name) and value.id in self.members and \
                     not any(isinstance(t, ast.Starred) for t in target.elts):
                 members = self.members[value.id]
@@ -2380,6 +2430,11 @@ class FunctionWalker:
                 self.bind(node.target, label, node.value)
             elif isinstance(node.target, ast.Attribute) and self._names_module(node.annotation):
                 self.bind(node.target, Label(MODULE, f"annotated {ast.unparse(node.annotation)}"))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and \
+                node.target.id in self.appended and isinstance(node.op, ast.Add) and \
+                isinstance(node.value, ast.List) and node.value.elts and \
+                not any(isinstance(e, ast.Starred) for e in node.value.elts):
+            self._append(node.target.id, [self.label(e) for e in node.value.elts])
         elif isinstance(node, ast.AugAssign):
             label = combine([self.label(node.target), self.label(node.value)])
             if isinstance(node.target, ast.Name):
@@ -2387,6 +2442,7 @@ class FunctionWalker:
         elif isinstance(node, ast.Return):
             if node.value is not None:
                 self.returns.append(self.label(node.value))
+                self.return_items.append(self.items.get(id(node.value)))
         elif isinstance(node, ast.If):
             quiet = guard_of(node.test)
             fallback = _fallback_guard(node, self.optional)
@@ -2448,7 +2504,20 @@ class FunctionWalker:
                     if label.kind == DEV_CUDA and label.why == f"the device of {name}":
                         self.env[other] = Label(DEV_CPU, label.why)
         elif isinstance(node, ast.Expr):
-            if self.report:  # an expression statement binds nothing
+            value = node.value
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                    value.func.attr == "append" and isinstance(value.func.value, ast.Name) \
+                    and value.func.value.id in self.appended and len(value.args) == 1 and \
+                    not value.keywords:
+                self._append(value.func.value.id, [self.label(value.args[0])])
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and \
+                    value.func.attr in ("extend", "insert", "__setitem__") and \
+                    isinstance(value.func.value, ast.Name) and \
+                    value.func.value.id in self.appended:
+                self._append(value.func.value.id, [UNKNOWN_L])  # elements not followed
+                if self.report:
+                    self.label(node.value)
+            elif self.report:  # an expression statement binds nothing
                 self.label(node.value)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             # A closure runs where it is called: walk it with what it can see now.
@@ -3007,8 +3076,8 @@ class FunctionWalker:
             # self.x(...): a method of the class, or an attribute holding a module.
             callee = self.m.method(self.func.cls, func.attr)
             if callee is not None:
-                return self.m.return_label(
-                    callee, self._record_call(callee, node, args, kwargs, skip_self=True))
+                return self._returned(callee, node, self._record_call(
+                    callee, node, args, kwargs, skip_self=True))
             held = self._attribute(func)
             if held.kind == MODULE or (held.kind == OBJECT and any(
                     key in self.m.module_keys for key in held.why.split("|") if key)):
@@ -3060,8 +3129,8 @@ class FunctionWalker:
                 return Label(MODULE, f"{func.id}() (an nn.Module)")
             callee = self.m.functions.get(func.id)
             if callee is not None:
-                return self.m.return_label(
-                    callee, self._record_call(callee, node, args, kwargs, skip_self=False))
+                return self._returned(callee, node, self._record_call(
+                    callee, node, args, kwargs, skip_self=False))
             if _matches(func.id, self.m.packs.module_classes) and func.id[:1].isupper():
                 return Label(MODULE, f"{func.id}()")
             if _matches(func.id, self.m.packs.module_factories):
@@ -3220,6 +3289,16 @@ class FunctionWalker:
             return result.but(f"computed by {qual} from {result.why}" if not
                               result.why.startswith("computed by") else result.why)
         return result
+
+    def _returned(self, callee: FunctionInfo, node: ast.Call,
+                  passed: dict[str, Label] | None) -> Label:
+        """What a call of the module's own function returns; a tuple's elements are kept
+        for unpacking (``emb, mask = get_mask(ids)``)."""
+        label = self.m.return_label(callee, passed)
+        items = self.m.return_items(callee, passed)
+        if items is not None:
+            self.items[id(node)] = items
+        return label
 
     def _tensor_method(self, node: ast.Call, method: str, receiver: Label, args: list[Label],
                        kwargs: dict[str, Label]) -> Label | None:
