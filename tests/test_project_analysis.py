@@ -3652,6 +3652,36 @@ def test_a_returned_tuple_and_a_list_filled_in_a_loop_keep_their_elements(tmp_pa
     assert sync_sites(run_cli, root) == [("q/mm.py", 20, "RB104"), ("q/mm.py", 22, "RB104")]
 
 
+def test_a_device_a_helper_returns_in_a_tuple_is_not_followed(tmp_path, run_cli):
+    # The helper picks the host only under a setting; what it returns beside the group is
+    # not taken for the host, so the all-reduced tensor's reads are still reported.
+    root = write_project(tmp_path, {
+        "d/__init__.py": "",
+        "d/dp.py": """
+            import torch
+            import vllm
+
+            def _device_and_group(config):
+                device = config.group.device
+                if config.cpu_sync:
+                    device = "cpu"
+                return device, config.group
+
+            def sync_ranks(config, n: int):
+                device, group = _device_and_group(config)
+                host = torch.zeros(4, dtype=torch.int32)
+                host[0] = n
+                tensor = host.to(device, non_blocking=True)
+                return int(tensor.max().item())
+
+            class ModelRunner:
+                def execute_model(self, config, n: int):
+                    return sync_ranks(config, n)
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("d/dp.py", 16, "RB102")]
+
+
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
     # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
     # it, and a module's forward there, make no finding; the same helper in the project does.

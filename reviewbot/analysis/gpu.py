@@ -1899,6 +1899,10 @@ class ModuleAnalyzer:
             for position in zip(*tuples):  # type: ignore[misc]
                 part_kinds = {label.kind for label in position}
                 part = position[0] if len(part_kinds) == 1 else UNKNOWN_L
+                if part.kind in (DEV_CPU, DEV_CUDA):
+                    # `return device, group`: a device a helper picks, often the host only
+                    # under a setting (`device = "cpu"` in an `if`), is not followed.
+                    part = UNKNOWN_L
                 if part.kind == CUDA:
                     part = part.but(f"returned by {func.qualname}() ({part.why})")
                 parts.append(part)
