@@ -3682,6 +3682,34 @@ def test_a_device_a_helper_returns_in_a_tuple_is_not_followed(tmp_path, run_cli)
     assert sync_sites(run_cli, root) == [("d/dp.py", 16, "RB102")]
 
 
+def test_a_helper_returns_for_each_device_it_is_given(tmp_path, run_cli):
+    # The same helper computes the chunk lengths on the GPU and on the host: each call's
+    # results keep the device of its own argument, whichever call comes first.
+    root = write_project(tmp_path, {
+        "c/__init__.py": "",
+        "c/batch.py": """
+            import torch
+            import vllm
+
+            class ModelRunner:
+                def __init__(self):
+                    self.prefix_lens = torch.zeros(8, device="cuda")
+                    self.prefix_lens_host = [0] * 8
+
+                def chunk_lens(self, lens: torch.Tensor, n: int):
+                    starts = torch.arange(n, device=lens.device)
+                    return starts, (lens - starts).clamp(min=0)
+
+                def execute_model(self, n: int):
+                    starts, lens = self.chunk_lens(self.prefix_lens, n)
+                    starts_host, lens_host = self.chunk_lens(torch.tensor(self.prefix_lens_host), n)
+                    on_host = lens_host.sum().tolist()
+                    return on_host, lens.sum().tolist()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("c/batch.py", 18, "RB101")]
+
+
 def test_code_copied_in_from_another_project_is_not_reported(tmp_path, run_cli):
     # `third_party/` and `_vendor/` hold code another project wrote: the runner's call into
     # it, and a module's forward there, make no finding; the same helper in the project does.

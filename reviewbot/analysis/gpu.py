@@ -996,6 +996,12 @@ def _once_guard(node: ast.If, aliases: dict[str, str] | None = None) -> bool:
     return targets <= filled
 
 
+def _return_key(func: "FunctionInfo", args: dict[str, "Label"]) -> tuple[Any, ...]:
+    """A function's walk for its return value, by the device of each argument given: the
+    same helper called on a CUDA tensor and on its host copy returns each's own."""
+    return (func.qualname, tuple(sorted((name, label.kind) for name, label in args.items())))
+
+
 def value_class(node: ast.ClassDef) -> bool:
     """``@dataclass`` (or ``@dataclasses.dataclass(...)``): a class of values, such as the
     metadata an engine builds every step; a cache it fills on first use fills once per
@@ -1863,13 +1869,13 @@ class ModuleAnalyzer:
         """The elements of the tuple ``func`` returns on every path (after
         ``return_label`` with the same arguments), else None."""
         cuda_args = {k: v for k, v in (passed or {}).items() if v.kind in (CUDA, CPU)}
-        return self._return_items.get((func.qualname, tuple(sorted(cuda_args))))
+        return self._return_items.get(_return_key(func, cuda_args))
 
     def return_label(self, func: FunctionInfo, passed: dict[str, Label] | None = None) -> Label:
         """The label of what ``func`` returns when called with ``passed`` (unknown when its
         returns disagree)."""
         cuda_args = {k: v for k, v in (passed or {}).items() if v.kind in (CUDA, CPU)}
-        key = (func.qualname, tuple(sorted(cuda_args)))
+        key = _return_key(func, cuda_args)
         if key in self._returns:
             return self._returns[key]
         if key in self._returns_active:
