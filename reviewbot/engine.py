@@ -259,13 +259,15 @@ class Checker:
                        settings: Any = None) -> None:
         gated = self.use_triggers and self.cst_gate
         wrapper = None
+        narrowed: dict[str, tuple[Any, list[type[CstRule]] | None]] | None = None
         if gated:
             rules = _with_a_hot_candidate(ctx, rules)
             if not rules:
                 return  # no LibCST parse at all
-            local = _function_local(ctx, rules, settings if settings is not None
-                                    else self.config.settings)
-            if local is not None:
+            narrowed = _function_rules(ctx, rules, settings if settings is not None
+                                       else self.config.settings)
+            if narrowed is not None:
+                local = [info for info, _ in narrowed.values()]
                 if not local:
                     return  # no function where a rule can report
                 from reviewbot.cst_parse import parse_functions
@@ -313,8 +315,13 @@ class Checker:
         def active(func: Any) -> list[CstRule]:
             """The rules that can report in a module-level function or method."""
             info = facts.function_info(func)
-            return _active_in(instances, facts.hot_chain(func) is not None,
-                              info.summary.text if info is not None else None)
+            chosen = _active_in(instances, facts.hot_chain(func) is not None,
+                                info.summary.text if info is not None else None)
+            only = narrowed.get(info.qualname) if narrowed is not None and info is not None \
+                else None
+            if only is not None and only[1] is not None:
+                chosen = [rule for rule in chosen if type(rule) in only[1]]
+            return chosen
 
         visitor = BatchedVisitor(instances, lambda rule, exc: _crash(ctx, type(rule), exc),
                                  facts.walking, active if gated else None)
@@ -355,7 +362,16 @@ def _function_local(ctx: FileContext, rules: list[type[CstRule]],
     (``FUNCTION_LOCAL``) and reads only reviewbot's providers: the analysis's functions
     where one of them is (None: the whole module must be parsed). A rule that reports only
     on a CUDA tensor (``NEEDS_CUDA``, and include-unknown off) is active only where the
-    analysis labelled one."""
+    analysis labelled one (inside one of its ``cuda_sites``)."""
+    narrowed = _function_rules(ctx, rules, settings)
+    return None if narrowed is None else [info for info, _ in narrowed.values()]
+
+
+def _function_rules(ctx: FileContext, rules: list[type[CstRule]], settings: Any = None
+                    ) -> dict[str, tuple[Any, list[type[CstRule]] | None]] | None:
+    """As :func:`_function_local`, by qualified name: each chosen function's
+    ``FunctionInfo`` and, where only rules that need a CUDA tensor are active in it, those
+    of them that can report there (None: every active rule)."""
     from reviewbot.providers import AnalysisProvider
 
     if not all(r.FUNCTION_LOCAL and all(isinstance(p, type) and issubclass(p, AnalysisProvider)
@@ -369,24 +385,65 @@ def _function_local(ctx: FileContext, rules: list[type[CstRule]],
     needing = [r for r in rules if getattr(r, "NEEDS_CUDA", False) and not
                settings.get(r.code, {}).get("include-unknown", False)]
     others = [r for r in rules if r not in needing]
-    chosen = []
+    chosen: dict[str, tuple[Any, list[type[CstRule]] | None]] = {}
+    # Functions that hold others the analysis knows apart (the methods of a class a factory
+    # makes): their rules are not narrowed by their own labels alone.
+    holders: set[str] = set()
+    for name in analysis.functions:
+        while "." in name:
+            name = name.rpartition(".")[0]
+            holders.add(name)
     for qualname, info in analysis.functions.items():
         active = _active_in(rules, qualname in analysis.hot, info.summary.text)
         if not active:
             continue
-        if any(r in others for r in active) or _labels_cuda(analysis, qualname):
-            chosen.append(info)
+        if any(r in others for r in active):
+            chosen[qualname] = (info, None)
+            continue
+        able = _cuda_rules(analysis, info, active, sites=qualname not in holders)
+        if able is None:
+            chosen[qualname] = (info, None)
+        elif able:
+            chosen[qualname] = (info, able)
     return chosen
 
 
-def _labels_cuda(analysis: Any, qualname: str) -> bool:
-    """Whether the analysis labels an expression of the function a CUDA tensor."""
+def _cuda_rules(analysis: Any, info: Any, rules: list[type[CstRule]], sites: bool = True
+                ) -> list[type[CstRule]] | None:
+    """The rules (each needing a CUDA tensor) that can report in a function: where the
+    analysis labels an expression a CUDA tensor, one of the rule's ``cuda_sites`` when it
+    has them (None: the function is not labelled here, so every rule may)."""
     from reviewbot.analysis.gpu import CUDA
+    from reviewbot.analysis.walk import walk
 
-    labels = analysis.labels_of(qualname)
+    labels = analysis.labels_of(info.qualname)
     if labels is None:
-        return True  # not labelled here: the rules decide
-    return any(label.kind == CUDA for label, _ in labels.values())
+        return None  # not labelled here: the rules decide
+    spans = {span for span, (label, _) in labels.items() if label.kind == CUDA}
+    if not spans:
+        return []
+    able = [r for r in rules if r.cuda_sites is None or not sites]
+    sited = [r for r in rules if r not in able]
+    if not sited:
+        return able
+
+    def holds(site: ast.AST) -> bool:
+        """Whether the analysis labels ``site`` a CUDA tensor (by its span, as the
+        providers find a label)."""
+        line, col = site.lineno, site.col_offset  # type: ignore[attr-defined]
+        end_col = site.end_col_offset  # type: ignore[attr-defined]
+        return (line, col, site.end_lineno or line,  # type: ignore[attr-defined]
+                col if end_col is None else end_col) in spans
+
+    for node in walk(info.node):
+        found = [rule for rule in sited if any(
+            holds(site) for site in rule.cuda_sites(node))]  # type: ignore[misc]
+        if found:
+            able.extend(found)
+            sited = [r for r in sited if r not in found]
+            if not sited:
+                break
+    return [r for r in rules if r in able]
 
 
 def _resolve(wrapper: Any, providers: set[Any]) -> dict[Any, Any]:

@@ -7,7 +7,7 @@ A rule only reports: it never prints, writes or reads files. The engine gives it
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Sequence
 
 if TYPE_CHECKING:
     from reviewbot.context import FileContext, RunContext
@@ -165,7 +165,12 @@ class CstRule(Rule):
     function whose own text holds a candidate (the node it matches spells it), so the
     other functions are not walked for it. ``NEEDS_CUDA``: the rule reports only on an
     expression the analysis labels a CUDA tensor, so (unless its ``include-unknown`` is
-    on) a function where the analysis labels none is not parsed for it.
+    on) a function where the analysis labels none is not parsed for it. ``cuda_sites``
+    narrows that: given a node of CPython's tree of the function, the expressions the rule
+    reads a CUDA label of to report at that node (the receiver of ``.tolist()``, the
+    operands of an ``if``'s test); a function where the analysis labels none of them a
+    CUDA tensor is not parsed or walked for the rule. None: a CUDA label anywhere in the
+    function will do.
     """
 
     kind = "cst"
@@ -174,6 +179,7 @@ class CstRule(Rule):
     HOT_ONLY: ClassVar[bool] = False
     LOCAL_CANDIDATES: ClassVar[bool] = False
     NEEDS_CUDA: ClassVar[bool] = False
+    cuda_sites: ClassVar[Callable[[Any], Sequence[Any]] | None] = None
     # The rule reads and reports nothing outside the functions it is active in (by
     # HOT_ONLY and LOCAL_CANDIDATES), and reads only reviewbot's providers: the engine may
     # parse those functions alone instead of the module.

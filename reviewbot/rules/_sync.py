@@ -496,6 +496,23 @@ def child_nodes(node: Any) -> list[Any]:
     return out
 
 
+def ast_positional(call: ast.Call) -> list[ast.expr]:
+    """A call's positional arguments as :meth:`SyncRule.positional` gives them (``*args``
+    as ``args``), on CPython's tree."""
+    return [a.value if isinstance(a, ast.Starred) else a for a in call.args]
+
+
+def ast_condition_leaves(test: ast.expr) -> Iterator[ast.expr]:
+    """:func:`condition_leaves` on CPython's tree."""
+    if isinstance(test, ast.BoolOp):
+        for value in test.values:
+            yield from ast_condition_leaves(value)
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        yield from ast_condition_leaves(test.operand)
+    else:
+        yield test
+
+
 def condition_leaves(test: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
     """The operands a test is decided by: through ``and``, ``or`` and ``not``."""
     if isinstance(test, cst.BooleanOperation):

@@ -127,6 +127,14 @@ class TolistOnCudaTensor(SyncRule):
                          "                .view(-1))\n")),
     ]
 
+    @staticmethod
+    def cuda_sites(node: ast.AST) -> tuple[ast.AST, ...]:
+        """The receiver of ``x.tolist()``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "tolist":
+            return (node.func.value,)
+        return ()
+
     def visit_Call(self, node: cst.Call) -> None:
         self.report_readback(node, "tolist")
 

@@ -105,6 +105,14 @@ class ItemOnCudaTensor(SyncRule):
                     body="        return self._to_list(ids.sum())\n")),
     ]
 
+    @staticmethod
+    def cuda_sites(node: ast.AST) -> tuple[ast.AST, ...]:
+        """The receiver of ``x.item()``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "item":
+            return (node.func.value,)
+        return ()
+
     def visit_Call(self, node: cst.Call) -> None:
         self.report_readback(node, "item")
 

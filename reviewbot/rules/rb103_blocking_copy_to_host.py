@@ -9,6 +9,7 @@ from reviewbot.lazy import libcst as cst
 from reviewbot.finding import Fix
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
+from reviewbot.rules._sync import ast_positional
 from reviewbot.rules._sync import CPU, CUDA, DEV_CPU, HELPER_NAME, INCLUDE_UNKNOWN, UNKNOWN, \
     RUNNER_WITH_HELPER, SyncRule
 
@@ -120,6 +121,21 @@ class BlockingCopyToHost(SyncRule):
         Invalid(RUNNER_WITH_HELPER.format(body="        return ids.cpu().tolist()\n"), line=11,
                 expected_fix=RUNNER_WITH_HELPER.format(body="        return self._to_list(ids)\n")),
     ]
+
+    @staticmethod
+    def cuda_sites(node: ast.AST) -> tuple[ast.AST, ...]:
+        """The receiver of ``x.cpu()``, ``.numpy()`` and ``.to()``, the source of
+        ``host.copy_(x)``, the value assigned into ``host[i]``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            if method in ("cpu", "numpy", "to"):
+                return (node.func.value,)
+            if method == "copy_" and node.args:
+                return ast_positional(node)[:1]
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript)
+                                                  for t in node.targets):
+            return (node.value,)
+        return ()
 
     def visit_Call(self, node: cst.Call) -> None:
         method = self.method_name(node)

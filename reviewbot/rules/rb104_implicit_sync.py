@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import ast
+from typing import Any, Sequence
 
 from reviewbot.lazy import libcst as cst
 
 from reviewbot.analysis.gpu import mask_named
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import (CPU, CUDA, UNKNOWN, VALUE, SyncRule, bool_operands,
+from reviewbot.rules._sync import (CPU, CUDA, UNKNOWN, VALUE, SyncRule, ast_condition_leaves,
+                                   ast_positional, bool_operands,
                                    child_nodes, condition_leaves)
 
 # torch functions and tensor methods whose output size depends on the data.
@@ -25,6 +27,9 @@ _CASTS = ("bool", "int", "float")
 # Factories whose positional arguments are sizes (or, for arange, bounds): Python ints, so
 # a CUDA tensor there is read back to the host (`torch.empty(cum_lens[-1])`).
 _SIZED = frozenset({"empty", "zeros", "ones", "rand", "randn", "arange", "full"})
+# Every call visit_Call looks into.
+_CALLED = frozenset({*_CASTS, *_SIZED, "topk", *DATA_DEPENDENT, "where", "equal",
+                     "repeat_interleave"})
 
 
 # Reductions that leave one element on the device.
@@ -201,6 +206,39 @@ class ImplicitSync(SyncRule):
         Invalid(_HEAD + "        max_k = t.max()\n        return t.topk(max_k, dim=0)\n", line=6,
                 message_contains="as `k` of `topk`"),
     ]
+
+    @staticmethod
+    def cuda_sites(node: ast.AST) -> Sequence[ast.AST]:
+        """The operands of a test, the operands of a boolean operator but its last, an
+        index; of the calls visit_Call looks into, the receiver, the arguments (and the
+        elements of a tuple or list among them), and the last operands of a cast's
+        boolean argument."""
+        kind = type(node)
+        if kind in (ast.If, ast.While, ast.Assert, ast.IfExp):
+            return list(ast_condition_leaves(node.test))  # type: ignore[attr-defined]
+        if kind is ast.comprehension:
+            return [leaf for test in node.ifs  # type: ignore[attr-defined]
+                    for leaf in ast_condition_leaves(test)]
+        if kind is ast.BoolOp:
+            return node.values[:-1]  # type: ignore[attr-defined]
+        if kind is ast.Subscript:
+            return (node.slice,)  # type: ignore[attr-defined]
+        if kind is not ast.Call:
+            return ()
+        func = node.func  # type: ignore[attr-defined]
+        name = func.attr if isinstance(func, ast.Attribute) else \
+            func.id if isinstance(func, ast.Name) else None
+        if name not in _CALLED:
+            return ()
+        sites: list[ast.AST] = [func.value] if isinstance(func, ast.Attribute) else []
+        for value in [*ast_positional(node), *(k.value for k in node.keywords)]:  # type: ignore
+            sites.append(value)
+            if isinstance(value, (ast.Tuple, ast.List)):
+                sites.extend(value.elts)
+            while isinstance(value, ast.BoolOp):  # `bool(a and t.any())`
+                value = value.values[-1]
+                sites.append(value)
+        return sites
 
     def __init__(self, settings: Any, ctx: Any = None) -> None:
         super().__init__(settings, ctx)
