@@ -496,6 +496,14 @@ def child_nodes(node: Any) -> list[Any]:
     return out
 
 
+def method_receiver(node: ast.AST, *methods: str) -> tuple[ast.AST, ...]:
+    """The receiver of ``x.method()`` for one of ``methods`` (a rule's ``cuda_sites``)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in methods:
+        return (node.func.value,)
+    return ()
+
+
 def ast_positional(call: ast.Call) -> list[ast.expr]:
     """A call's positional arguments as :meth:`SyncRule.positional` gives them (``*args``
     as ``args``), on CPython's tree."""

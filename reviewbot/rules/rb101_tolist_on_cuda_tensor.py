@@ -8,7 +8,8 @@ from reviewbot.lazy import libcst as cst
 
 from reviewbot.finding import Fix
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule
+from reviewbot.rules._sync import (HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule,
+                                    method_receiver)
 
 _RUNNER = '''
 import torch
@@ -130,10 +131,7 @@ class TolistOnCudaTensor(SyncRule):
     @staticmethod
     def cuda_sites(node: ast.AST) -> tuple[ast.AST, ...]:
         """The receiver of ``x.tolist()``."""
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "tolist":
-            return (node.func.value,)
-        return ()
+        return method_receiver(node, "tolist")
 
     def visit_Call(self, node: cst.Call) -> None:
         self.report_readback(node, "tolist")

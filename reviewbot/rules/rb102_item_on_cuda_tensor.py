@@ -25,7 +25,8 @@ def _zero_dimensional(expr: ast.expr) -> bool:
     if isinstance(owner, ast.Name) and owner.id == "torch":
         return len(expr.args) == 1 and not isinstance(expr.args[0], ast.Starred)
     return not expr.args
-from reviewbot.rules._sync import HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule
+from reviewbot.rules._sync import (HELPER_NAME, INCLUDE_UNKNOWN, RUNNER_WITH_HELPER, SyncRule,
+                                    method_receiver)
 
 
 # A class that already has the event-synced readback helper: the fix calls it.
@@ -108,10 +109,7 @@ class ItemOnCudaTensor(SyncRule):
     @staticmethod
     def cuda_sites(node: ast.AST) -> tuple[ast.AST, ...]:
         """The receiver of ``x.item()``."""
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr == "item":
-            return (node.func.value,)
-        return ()
+        return method_receiver(node, "item")
 
     def visit_Call(self, node: cst.Call) -> None:
         self.report_readback(node, "item")
