@@ -996,10 +996,13 @@ def _once_guard(node: ast.If, aliases: dict[str, str] | None = None) -> bool:
     return targets <= filled
 
 
-def _return_key(func: "FunctionInfo", args: dict[str, "Label"]) -> tuple[Any, ...]:
-    """A function's walk for its return value, by the device of each argument given: the
-    same helper called on a CUDA tensor and on its host copy returns each's own."""
-    return (func.qualname, tuple(sorted((name, label.kind) for name, label in args.items())))
+def _return_key(func: "FunctionInfo", passed: dict[str, "Label"] | None
+                ) -> tuple[Any, ...]:
+    """A function's walk for its return value, by the device of each argument given (on
+    the GPU or the host): the same helper called on a CUDA tensor and on its host copy
+    returns each's own."""
+    return (func.qualname, tuple(sorted((name, label.kind) for name, label in
+                                        (passed or {}).items() if label.kind in (CUDA, CPU))))
 
 
 def value_class(node: ast.ClassDef) -> bool:
@@ -1872,14 +1875,13 @@ class ModuleAnalyzer:
                      ) -> list[Label] | None:
         """The elements of the tuple ``func`` returns on every path (after
         ``return_label`` with the same arguments), else None."""
-        cuda_args = {k: v for k, v in (passed or {}).items() if v.kind in (CUDA, CPU)}
-        return self._return_items.get(_return_key(func, cuda_args))
+        return self._return_items.get(_return_key(func, passed))
 
     def return_label(self, func: FunctionInfo, passed: dict[str, Label] | None = None) -> Label:
         """The label of what ``func`` returns when called with ``passed`` (unknown when its
         returns disagree)."""
         cuda_args = {k: v for k, v in (passed or {}).items() if v.kind in (CUDA, CPU)}
-        key = _return_key(func, cuda_args)
+        key = _return_key(func, passed)
         if key in self._returns:
             return self._returns[key]
         if key in self._returns_active:

@@ -9,9 +9,8 @@ from reviewbot.lazy import libcst as cst
 from reviewbot.finding import Fix
 from reviewbot.providers import DeviceFact
 from reviewbot.rule import Invalid, Valid
-from reviewbot.rules._sync import ast_positional
 from reviewbot.rules._sync import CPU, CUDA, DEV_CPU, HELPER_NAME, INCLUDE_UNKNOWN, UNKNOWN, \
-    RUNNER_WITH_HELPER, SyncRule
+    RUNNER_WITH_HELPER, SyncRule, ast_positional
 
 _HOST_WORDS = ("cpu", "pinned", "host")
 
