@@ -3474,6 +3474,31 @@ def test_methods_named_for_another_platform_are_not_hot(tmp_path, run_cli):
                                          ("s/sampler.py", 20, "RB102")]
 
 
+def test_a_module_class_named_for_another_platform_is_not_hot_in_its_own_module(tmp_path, run_cli):
+    # `VisionIntelXPUAttention.forward` is an nn.Module's forward, but the class is XPU's:
+    # neither it nor the helper only it calls is on the CUDA path. The CUDA class beside it
+    # keeps its finding.
+    root = write_project(tmp_path, {
+        "v/__init__.py": "",
+        "v/vision.py": """
+            import torch
+            from torch import nn
+
+            def resolve_max_seqlen(seq_lens: torch.Tensor) -> int:
+                return seq_lens.max().item()
+
+            class VisionIntelXPUAttention(nn.Module):
+                def forward(self, q: torch.Tensor, seq_lens: torch.Tensor):
+                    return resolve_max_seqlen(seq_lens.to(q.device))
+
+            class VisionFlashAttention(nn.Module):
+                def forward(self, q: torch.Tensor, seq_lens: torch.Tensor):
+                    return int(seq_lens.max().item())
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("v/vision.py", 14, "RB102")]
+
+
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
     # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
     # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under

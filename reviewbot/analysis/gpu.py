@@ -669,6 +669,29 @@ def _platform_check(test: ast.expr) -> str | None:
     return None
 
 
+# Words of a module's file name that name another platform wherever they stand in it.
+_PLATFORM_WORDS = frozenset({"cpu", "amx", "npu", "xpu", "hpu", "tpu", "rocm", "hip", "mlu",
+                             "musa", "ascend", "gaudi", "habana", "aiter", "amd", "mps",
+                             "mlx"})
+# Words of a module name that say it moves data between the GPU and the host memory it
+# names (`cpu_offload.py`): code of the CUDA engine, not of its CPU backend.
+_MOVES_DATA = frozenset({"offload", "offloading", "swap", "swapper", "transfer", "copy",
+                         "pinned", "staging"})
+
+
+_CAMEL_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z]|[0-9_]|$)|[A-Z]?[a-z]+|[0-9]+")
+
+
+def other_platform_class(name: str) -> bool:
+    """Whether a class's name names another accelerator among its words
+    (``VisionIntelXPUAttention``, ``AiterAttnBackend``, ``NPUGraphRunner``): its methods run
+    there, not on the CUDA path. The CPU is left out: ``CpuGpuBuffer`` is a CUDA engine's
+    paired buffer."""
+    words = {w.lower() for w in _CAMEL_WORDS.findall(name)}
+    return bool(words & (_PLATFORM_WORDS - {"cpu"})) and not words & _MOVES_DATA
+
+
+
 def other_platform_function(name: str) -> bool:
     """Whether a function's name ends in another accelerator (``forward_npu``,
     ``_prepare_hip``, ``apply_aiter``), or is the CPU's method of an op that dispatches by
@@ -1683,7 +1706,8 @@ class ModuleAnalyzer:
         (never hot)."""
         return _matches(func.qualname, self.packs.startup_functions) or \
             memoised(func.node) or self.off_platform(func) or captures_graph(func.node) or \
-            other_platform_function(func.node.name)
+            other_platform_function(func.node.name) or \
+            (func.cls is not None and other_platform_class(func.cls.name))
 
     def off_platform(self, func: FunctionInfo) -> bool:
         """Whether ``func`` uses another accelerator's stack that the module imports only

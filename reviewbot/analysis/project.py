@@ -41,7 +41,8 @@ from reviewbot.analysis.walk import walk as fast_walk
 from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
                                     is_property, memoised, optional_parameters,
-                                    other_platform_function, value_class)
+                                    other_platform_class, other_platform_function,
+                                    value_class, _MOVES_DATA, _PLATFORM_WORDS)
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
@@ -1101,28 +1102,6 @@ VENDORED_FOLDERS = frozenset({"third_party", "thirdparty", "third-party", "3rdpa
 # implementations, tests (a test's model `forward` is not the engine's) and benchmarks
 # (their loops call the engine's step and synchronise on purpose, to time it).
 OFF_PATH_FOLDERS = frozenset({"cpu", "test", "tests", "testing", "benchmark", "benchmarks"})
-# Words of a module's file name that name another platform wherever they stand in it.
-_PLATFORM_WORDS = frozenset({"cpu", "amx", "npu", "xpu", "hpu", "tpu", "rocm", "hip", "mlu",
-                             "musa", "ascend", "gaudi", "habana", "aiter", "amd", "mps",
-                             "mlx"})
-# Words of a module name that say it moves data between the GPU and the host memory it
-# names (`cpu_offload.py`): code of the CUDA engine, not of its CPU backend.
-_MOVES_DATA = frozenset({"offload", "offloading", "swap", "swapper", "transfer", "copy",
-                         "pinned", "staging"})
-
-
-_CAMEL_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z]|[0-9_]|$)|[A-Z]?[a-z]+|[0-9]+")
-
-
-def other_platform_class(name: str) -> bool:
-    """Whether a class's name names another accelerator among its words
-    (``VisionIntelXPUAttention``, ``AiterAttnBackend``, ``NPUGraphRunner``): its methods run
-    there, not on the CUDA path. The CPU is left out: ``CpuGpuBuffer`` is a CUDA engine's
-    paired buffer."""
-    words = {w.lower() for w in _CAMEL_WORDS.findall(name)}
-    return bool(words & (_PLATFORM_WORDS - {"cpu"})) and not words & _MOVES_DATA
-
-
 # The project a run indexes --------------------------------------------------------------
 ENGINES = ("vllm", "sglang")  # engines with a pack of their own, by package name
 
