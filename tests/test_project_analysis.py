@@ -3499,6 +3499,65 @@ def test_a_module_class_named_for_another_platform_is_not_hot_in_its_own_module(
     assert sync_sites(run_cli, root) == [("v/vision.py", 14, "RB102")]
 
 
+def test_a_call_of_a_predicate_from_another_module_guards_its_block(tmp_path, run_cli):
+    # `use_reference(device)` returns a test for another platform; `checks_on()` an
+    # environment switch: what runs behind them is not per step on CUDA. `wants_sum(x)`
+    # tests nothing a reader knows: its block's callee stays hot, and so does the `else`
+    # of the platform test.
+    root = write_project(tmp_path, {
+        "k/__init__.py": "",
+        "k/dispatch.py": """
+            import os
+            import torch
+
+            def use_reference(device: torch.device) -> bool:
+                \"\"\"Whether to fall back to the torch reference.\"\"\"
+                return device.type != "cuda"
+
+            def checks_on() -> bool:
+                return os.environ.get("K_CHECKS") == "1"
+
+            def wants_sum(x: torch.Tensor) -> bool:
+                return x.dim() > 1
+        """,
+        "k/ref.py": """
+            import torch
+
+            def reference_check(buf: torch.Tensor):
+                return buf.sum().item()
+
+            def dump(buf: torch.Tensor):
+                return buf.tolist()
+
+            def summed(buf: torch.Tensor):
+                return buf.max().item()
+
+            def fast_check(buf: torch.Tensor):
+                return buf.min().item()
+        """,
+        "k/runner.py": """
+            import torch
+            from torch import nn
+            from k.dispatch import checks_on, use_reference, wants_sum
+            from k.ref import dump, fast_check, reference_check, summed
+
+            class Runner(nn.Module):
+                def forward(self, buf: torch.Tensor):
+                    if use_reference(buf.device):
+                        reference_check(buf)
+                        return buf
+                    if not use_reference(buf.device):
+                        fast_check(buf)
+                    if checks_on():
+                        dump(buf)
+                    if wants_sum(buf):
+                        summed(buf)
+                    return buf
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("k/ref.py", 11, "RB102"), ("k/ref.py", 14, "RB102")]
+
+
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
     # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
     # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under

@@ -46,7 +46,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 62
+SUMMARY_VERSION = 64
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -62,6 +62,7 @@ MAX_INTERFACE_IMPLEMENTATIONS = 16
 # defines, and the classes their fields hold).
 MAX_SUBCLASS_FIELDS_WALK = 64  # subclasses read for the fields an interface leaves out
 MAX_PROPERTY_READS = 32  # attribute names a function's summary keeps
+MAX_PRED_BLOCKS = 16  # blocks behind a call of a project function a summary keeps apart
 MAX_HELD_CLASSES = 256
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 # Method names too common to resolve by name alone (containers, files, tensors, threads).
@@ -585,6 +586,12 @@ class _Summariser:
         last = node.end_lineno or node.lineno
         # Per line of the body: 0 plain, 1 in a loop, 2 behind a guard (skipped).
         flags = [0] * (last - first + 1)
+        # Per line: the block of an `if` on a call of a project function (`if
+        # use_reference(device):`) that the line is in, as (block, 2 for its body or 3 for its
+        # `else`): whether that function tests for another platform or a switch is known
+        # only in the link, so the calls there are kept apart (see ``pred_blocks``).
+        pred_at: list[tuple[int, int] | None] = [None] * len(flags)
+        predicates: list[tuple[str, bool]] = []
 
         def mark(stmts: list[ast.stmt], value: int) -> None:
             if stmts:
@@ -616,6 +623,17 @@ class _Summariser:
                     mark(stmt.body, 2)
                 if quiet_else:
                     mark(stmt.orelse, 2)
+                if not (quiet_body or quiet_else):
+                    tested = _predicate_call(stmt.test)
+                    ref = self._text_ref(tested[0], types, False) if tested else None
+                    if ref is not None and ref.startswith("Q:"):
+                        predicates.append((ref, tested[1]))  # type: ignore[index]
+                        for block, part in ((stmt.body, 2), (stmt.orelse, 3)):
+                            if block:
+                                for number in range(block[0].lineno,
+                                                    (block[-1].end_lineno or 0) + 1):
+                                    if 0 <= number - first < len(flags):
+                                        pred_at[number - first] = (len(predicates) - 1, part)
             elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
                 mark(stmt.body, 1)
             elif isinstance(stmt, ast.Try):
@@ -632,6 +650,18 @@ class _Summariser:
         calls: list[str] = []
         loop_calls: list[str] = []
         seen: set[str] = set()
+        # The calls of each predicate block, its body's and its `else`'s.
+        held: list[tuple[list[str], list[str]]] = [([], []) for _ in predicates]
+        block: tuple[int, int] | None = None
+
+        def add(ref: str) -> None:
+            if block is not None:
+                kept = held[block[0]][block[1] - 2]
+                if ref not in kept:
+                    kept.append(ref)
+            elif ref not in seen:
+                seen.add(ref)
+                calls.append(ref)
         # A decorator of the project (`@maybe_transfer_kv_layer`) wraps every call: what its
         # wrapper calls runs with the function.
         for decorator in node.decorator_list:
@@ -645,6 +675,7 @@ class _Summariser:
             if flag == 2:
                 continue
             line = self.lines[first - 1 + offset] if first - 1 + offset < len(self.lines) else ""
+            block = pred_at[offset]
             if "." in line and len(reads) < MAX_PROPERTY_READS:
                 for match in _READ.finditer(line.split("#", 1)[0] if "#" in line else line):
                     head, name = match.group(1), match.group(2)
@@ -655,9 +686,8 @@ class _Summariser:
                 code = line.split("#", 1)[0] if "#" in line else line
                 for match in _CALLBACK.finditer(code):
                     ref = self._text_ref(match.group(1), types, False)
-                    if ref is not None and ref not in seen:
-                        seen.add(ref)
-                        calls.append(ref)
+                    if ref is not None:
+                        add(ref)
             if "(" not in line:
                 continue
             code = line.split("#", 1)[0] if "#" in line else line
@@ -671,9 +701,7 @@ class _Summariser:
                 ref = self._text_ref(dotted, types, on_super)
                 if ref is None:
                     continue
-                if ref not in seen:
-                    seen.add(ref)
-                    calls.append(ref)
+                add(ref)
                 if flag == 1 and ref not in loop_calls:
                     loop_calls.append(ref)
             if "()." in code:
@@ -681,10 +709,20 @@ class _Summariser:
                     qual = self.qualify(match.group(1)) if not match.group(1).startswith(
                         ("self.", "cls.")) else None
                     ref = f"T:(){qual}:{match.group(2)}" if qual else None
-                    if ref is not None and ref not in seen:
-                        seen.add(ref)
-                        calls.append(ref)
+                    if ref is not None:
+                        add(ref)
         out: dict[str, Any] = {"line": node.lineno, "calls": calls, "loop_calls": loop_calls}
+        blocks = [[ref, int(negated), [c for c in body if c not in seen],
+                   [c for c in orelse if c not in seen]]
+                  for (ref, negated), (body, orelse) in zip(predicates, held)]
+        blocks = [b for b in blocks if b[2] or b[3]]
+        for extra in blocks[MAX_PRED_BLOCKS:]:  # beyond the bound: plain calls
+            calls.extend(c for c in (*extra[2], *extra[3]) if c not in calls)
+        if blocks:
+            out["pred_blocks"] = blocks[:MAX_PRED_BLOCKS]
+        predicate = _predicate_of(node)
+        if predicate is not None:
+            out["predicate"] = predicate
         if cls is not None and is_property(node):
             out["property"] = 1
         if reads:
@@ -867,6 +905,31 @@ class _Summariser:
                 return f"F:{name}"
             return f"Q:{qual}.{name}"
         return f"M:{name}:{parts[-2]}"  # with the receiver's name, to choose among classes
+
+
+def _predicate_call(test: ast.expr) -> tuple[str, bool] | None:
+    """The dotted callee of a test that is one call (``use_reference(x.device)``), and
+    whether the test negates it (``not ...``)."""
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if not isinstance(test, ast.Call):
+        return None
+    dotted = _dotted(test.func)
+    return (dotted, negated) if dotted else None
+
+
+def _predicate_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int] | None:
+    """For a function whose body returns one test (``return device.type != "cuda"``,
+    ``return envs.USE_REF.get()``), whether an ``if`` on its call runs its body, and its
+    ``else``, only off the per-step CUDA path (``guard_of`` of that test), as two 0/1
+    flags; None for any other function, or a test that says neither."""
+    body = [stmt for stmt in node.body if not (
+        isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    quiet_body, quiet_else = guard_of(body[0].value)
+    return [int(quiet_body), int(quiet_else)] if quiet_body or quiet_else else None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1658,6 +1721,12 @@ def _valid_summary(value: Any) -> bool:
                 and isinstance(info.get("loop_calls"), list) and isinstance(info.get("line"), int)
                 and all(isinstance(n, str) for n in info.get("self_returns", ()))):
             return False
+        blocks = info.get("pred_blocks", [])
+        if not (_flag_pair(info.get("predicate", [0, 0])) and isinstance(blocks, list) and all(
+                isinstance(b, list) and len(b) == 4 and isinstance(b[0], str) and b[1] in (0, 1)
+                and isinstance(b[2], list) and isinstance(b[3], list)
+                and all(isinstance(c, str) for c in (*b[2], *b[3])) for b in blocks)):
+            return False
         passes = info.get("passes", {})
         if not (isinstance(passes, dict) and all(
                 isinstance(k, str) and isinstance(v, str) for k, v in passes.items())
@@ -1665,6 +1734,11 @@ def _valid_summary(value: Any) -> bool:
                                                      *info.get("flag_guards", ())))):
             return False
     return True
+
+
+def _flag_pair(value: Any) -> bool:
+    """Two 0/1 flags (a predicate's, see ``_predicate_of``)."""
+    return isinstance(value, list) and len(value) == 2 and all(v in (0, 1) for v in value)
 
 
 # The link phase ---------------------------------------------------------------------------
@@ -2137,7 +2211,7 @@ class Linker:
         info = entry.summary["functions"][local]
         cls = self.owner(qual)
         out: list[str] = []
-        for ref in info["calls"]:
+        for ref in (*info["calls"], *self._unguarded_calls(info, cls)):
             found = self._resolve_ref(ref, cls)
             out.extend(found)
             if receivers is not None and found:
@@ -2158,6 +2232,22 @@ class Linker:
             if receivers is not None:
                 for callee in getters:
                     receivers[callee] = False
+        return out
+
+    def _unguarded_calls(self, info: dict[str, Any], cls: str | None) -> list[str]:
+        """The calls in a function's blocks behind a call of a project function (``if
+        use_reference(device):``) that run on the per-step CUDA path: all of them, but the
+        body's (or the ``else``'s) where that function returns a test for another platform
+        or a switch (``return device.type != "cuda"``, ``return envs.X.get()``)."""
+        out: list[str] = []
+        for ref, negated, body, orelse in info.get("pred_blocks", ()):
+            found = self._resolve_ref(ref, cls)
+            quiet = [0, 0]
+            if len(found) == 1:
+                entry, local = self.functions[found[0]]
+                quiet = entry.summary["functions"][local].get("predicate") or quiet
+            quiet_body, quiet_else = quiet[::-1] if negated else quiet
+            out.extend((*(() if quiet_body else body), *(() if quiet_else else orelse)))
         return out
 
     def _resolve_ref(self, ref: str, cls: str | None) -> list[str]:
