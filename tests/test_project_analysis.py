@@ -3558,6 +3558,39 @@ def test_a_call_of_a_predicate_from_another_module_guards_its_block(tmp_path, ru
     assert sync_sites(run_cli, root) == [("k/ref.py", 11, "RB102"), ("k/ref.py", 14, "RB102")]
 
 
+def test_a_module_helper_given_host_tensors_only_returns_host_tensors(tmp_path, run_cli):
+    # `self.tower._lengths(mask.sum(-1))` of a mask moved to the CPU computes on the host;
+    # the same helper given a CUDA tensor, and the tower's own forward, run on the GPU.
+    root = write_project(tmp_path, {
+        "m/__init__.py": "",
+        "m/model.py": """
+            import torch
+            from torch import nn
+
+            class Tower(nn.Module):
+                def _lengths(self, lens: torch.Tensor):
+                    return lens - 1, (lens - 2) // 2
+
+            class Model(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.tower = Tower()
+
+                def forward(self, x: torch.Tensor):
+                    mask = x.cpu()
+                    _, host = self.tower._lengths(mask.sum(-1))
+                    _, dev = self.tower._lengths(x.sum(-1))
+                    out = self.tower(mask)
+                    a = host.tolist()
+                    b = dev.tolist()
+                    c = out.tolist()
+                    return a, b, c
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("m/model.py", 15, "RB103"), ("m/model.py", 20, "RB101"),
+                                         ("m/model.py", 21, "RB101")]
+
+
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
     # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
     # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under

@@ -3084,7 +3084,8 @@ class FunctionWalker:
                     receiver = self._misdeclared(func.value, receiver, method)
         else:
             method, receiver = "", UNKNOWN_L
-        if self.report or self._uses_arguments(func, qual, method):
+        if self.report or self._uses_arguments(func, qual, method) or \
+                (method and receiver.kind == MODULE):
             args = [self.label(a) for a in node.args]
             kwargs = {k.arg: self.label(k.value) for k in node.keywords}
             for k in node.keywords:
@@ -3144,7 +3145,15 @@ class FunctionWalker:
         if receiver.kind == MODULE and (method in TENSOR_TO_VALUE_METHODS or
                                         (method and flag_named(method))):
             return VALUE_L  # `layer.weight.dim()`, `mlp.wants_fp32_input(n)`: Python values
-        # Calls of nn.Module objects (and their methods) run on the model's device.
+        # Calls of nn.Module objects (and their methods) run on the model's device; but a
+        # helper method given only host tensors (`self.tower._output_lengths(mask.sum(-1))`
+        # of a mask kept on the CPU) computes on the host: the model's weights on the GPU
+        # could not take them.
+        if receiver.kind == MODULE and method not in ("forward", "__call__"):
+            given = [a for a in (*args, *kwargs.values()) if a.kind in (CUDA, CPU)]
+            if given and all(a.kind == CPU for a in given):
+                return Label(CPU, f"output of {_short(func)} at line {node.lineno}, "
+                                  f"given host tensors only ({given[0].why})")
         if receiver.kind == MODULE or (not method and self.label(func).kind == MODULE):
             source = _short(func)
             return Label(CUDA, f"output of {source} at line {node.lineno}")
