@@ -3591,6 +3591,48 @@ def test_a_module_helper_given_host_tensors_only_returns_host_tensors(tmp_path, 
                                          ("m/model.py", 21, "RB101")]
 
 
+def test_a_flag_every_hot_caller_sets_from_a_debug_switch_is_off(tmp_path, run_cli):
+    # `check = size > 1 and self.debug_mode` passed as `check=check`, or `self.debug_mode`
+    # passed directly: the checks behind `if check:` run only when debugging. A flag a
+    # caller sets from anything else keeps its block on the hot path.
+    root = write_project(tmp_path, {
+        "a/__init__.py": "",
+        "a/ops.py": """
+            import torch
+
+            def clear_pages(pages: torch.Tensor, check: bool = False):
+                if check:
+                    assert torch.all(pages >= 0)
+                return pages * 0
+
+            def free_pages(pages: torch.Tensor, verify: bool = False):
+                if verify:
+                    assert torch.all(pages >= 0)
+                return pages * 0
+        """,
+        "a/allocator.py": """
+            import os
+            import torch
+            from a.ops import clear_pages, free_pages
+
+            class Allocator:
+                def __init__(self, size: int):
+                    self.size = size
+                    self.debug_mode = os.environ.get("A_DEBUG") == "1"
+                    self.strict = size > 4
+
+                def free(self, pages: torch.Tensor):
+                    check = self.size > 1 and self.debug_mode
+                    clear_pages(pages, check=check)
+                    clear_pages(pages, check=self.debug_mode)
+                    free_pages(pages, verify=self.strict)
+        """,
+        "mine.yml": "name: mine\nhot-paths:\n  entry-points: [Allocator.free]\n",
+    }, config='rule-packs = ["pytorch", "inference-engines", "mine.yml"]\n'
+              'devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("a/ops.py", 11, "RB104")]
+
+
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
     # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
     # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under

@@ -46,7 +46,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 64
+SUMMARY_VERSION = 65
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -1009,6 +1009,31 @@ def _drop_left_out(node: ast.AST, passed: dict[str, str]) -> None:
                 del passed[key]
 
 
+def _switch_text(value: str) -> bool:
+    """Whether an argument's text is a test that holds only off the per-step CUDA path (a
+    debug or environment switch, another platform: ``guard_of``): a flag passed so is
+    false on the usual path, as if the caller passed False."""
+    if not value or not any(c.isalpha() for c in value):
+        return False
+    try:
+        expr = ast.parse(value, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    return not isinstance(expr, ast.Constant) and guard_of(expr) == (True, False)
+
+
+def _switch_local(text: str, name: str) -> bool:
+    """Whether every assignment of a local name in a function's text is such a switch
+    (``check = ps > 1 and self.pool.debug_mode``), and there is one."""
+    values = _assignment(name).findall(text)
+    return bool(values) and all(_switch_text(v.strip()) for v in values)
+
+
+@functools.lru_cache(maxsize=4096)
+def _assignment(name: str) -> re.Pattern[str]:
+    return re.compile(rf"(?m)^[ \t]*{re.escape(name)}[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)$")
+
+
 def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
     """The keyword arguments a function's calls pass, as "callee:name" (the callee's last
     name), with a value that is not None: a literal, a display, a call, or a local name
@@ -1043,9 +1068,13 @@ def _passed_keywords(text: str, params: frozenset[str]) -> dict[str, str]:
             verdict = None
         elif value in ("True", "False"):
             verdict = value[0]
+        elif _switch_text(value):
+            verdict = "F"  # `check=self.debug_mode`: false on the usual path
         elif _NAME_VALUE.fullmatch(value):
             if value in params:
                 verdict = "=" + value
+            elif _switch_local(text, value):
+                verdict = "F"  # `check = ps > 1 and self.debug_mode`, then `check=check`
             else:
                 if not set_to_none:
                     set_to_none.append(_set_to_none(text) if "None" in text else set())
