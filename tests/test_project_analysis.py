@@ -3633,6 +3633,42 @@ def test_a_flag_every_hot_caller_sets_from_a_debug_switch_is_off(tmp_path, run_c
     assert sync_sites(run_cli, root) == [("a/ops.py", 11, "RB104")]
 
 
+def test_a_lazy_build_that_returns_once_filled_runs_once(tmp_path, run_cli):
+    # `if self._inner is not None: return` before the code that sets `self._inner`: the
+    # rest runs on the first call only. A guard on something the function never fills
+    # says nothing of the kind.
+    root = write_project(tmp_path, {
+        "d/__init__.py": "",
+        "d/vae.py": """
+            import torch
+            from torch import nn
+
+            class Decoder(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self._inner = None
+                    self._ready = None
+
+                def _ensure_inner(self, x: torch.Tensor):
+                    if self._inner is not None:
+                        return
+                    scale = x.abs().max().item()
+                    self._inner = nn.Linear(4, 4).to(x.device) if scale else None
+
+                def _check(self, x: torch.Tensor):
+                    if self._ready is not None:
+                        return
+                    return x.abs().max().item()
+
+                def forward(self, x: torch.Tensor):
+                    self._ensure_inner(x)
+                    self._check(x)
+                    return x
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("d/vae.py", 20, "RB102")]
+
+
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
     # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
     # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under

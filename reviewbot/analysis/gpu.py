@@ -1072,6 +1072,26 @@ def _seen_guard(stmt: ast.stmt, rest: list[ast.stmt]) -> bool:
     return False
 
 
+def _filled_guard(stmt: ast.stmt, rest: list[ast.stmt]) -> bool:
+    """``if self._model is not None: return`` followed by ``self._model = ...``: the rest
+    of the block builds a cache once (a lazily loaded model), not on every call."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and
+            isinstance(stmt.body[-1], ast.Return)):
+        return False
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and
+            isinstance(test.ops[0], ast.IsNot) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value is None):
+        return False
+    target = _dotted_text(test.left)
+    if target is None or not _long_lived(target):
+        return False
+    return any(isinstance(later, ast.Assign) and any(
+        _dotted_text(t) == target for t in later.targets) and not (
+        isinstance(later.value, ast.Constant) and later.value.value is None)
+        for later in rest)
+
+
 def _dotted_text(expr: ast.expr) -> str | None:
     parts: list[str] = []
     while isinstance(expr, ast.Attribute):
@@ -2200,6 +2220,8 @@ class FunctionWalker:
             self.stmt(stmt)
             if not hushed and (_returns_early_unless_guarded(stmt) or
                                _seen_guard(stmt, body[index + 1:]) or
+                               (_filled_guard(stmt, body[index + 1:]) and
+                                not self._per_object_cache()) or
                                self._returns_when_passed(stmt)):
                 hushed = 1  # the rest runs only behind a guard, or once per key
                 self.allowed += 1
