@@ -3669,6 +3669,57 @@ def test_a_lazy_build_that_returns_once_filled_runs_once(tmp_path, run_cli):
     assert sync_sites(run_cli, root) == [("d/vae.py", 20, "RB102")]
 
 
+def test_names_set_from_a_switch_guard_their_blocks(tmp_path, run_cli):
+    # A module-level `_VERIFY = envs.VERIFY.get()` and a local `verify = _VERIFY and ...`:
+    # `if verify:` runs when the environment asks for it, as `if envs.VERIFY.get():` would.
+    # A local name set from anything else guards nothing; nor does a parameter that
+    # shadows the module's switch.
+    root = write_project(tmp_path, {
+        "g/__init__.py": "",
+        "g/envs.py": """
+            import os
+
+            class Flag:
+                def __init__(self, name: str):
+                    self.name = name
+
+                def get(self) -> bool:
+                    return os.environ.get(self.name) == "1"
+
+            VERIFY = Flag("G_VERIFY")
+        """,
+        "g/backend.py": """
+            import torch
+            from torch import nn
+            from g import envs
+
+            _VERIFY = envs.VERIFY.get()
+            _seen: set[int] = set()
+
+            class Backend(nn.Module):
+                def forward(self, idx: torch.Tensor, layer_id: int):
+                    verify = _VERIFY and layer_id not in _seen
+                    if verify:
+                        assert not bool(torch.any(idx < 0).item())
+                    if _VERIFY:
+                        assert not bool(torch.any(idx > 9).item())
+                    wanted = layer_id > 2
+                    if wanted:
+                        return idx.max().item()
+                    return idx
+
+                def other(self, idx: torch.Tensor, _VERIFY: bool):
+                    if _VERIFY:
+                        return idx.min().item()
+                    return idx
+        """,
+        "mine.yml": "name: mine\nhot-paths:\n  entry-points: [Backend.other]\n",
+    }, config='rule-packs = ["pytorch", "inference-engines", "mine.yml"]\n'
+              'devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("g/backend.py", 18, "RB102"),
+                                         ("g/backend.py", 23, "RB102")]
+
+
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
     # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
     # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under

@@ -1072,6 +1072,29 @@ def _seen_guard(stmt: ast.stmt, rest: list[ast.stmt]) -> bool:
     return False
 
 
+def _parameter_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    spec = node.args
+    return {a.arg for a in (*spec.posonlyargs, *spec.args, *spec.kwonlyargs,
+                            *(a for a in (spec.vararg, spec.kwarg) if a is not None))}
+
+
+def module_switches(tree: ast.Module) -> frozenset[str]:
+    """The module's names set once at its top level from a switch that holds only off the
+    per-step CUDA path (``_verify = envs.VERIFY_REAL_TENSORS.get()``, ``_on_npu =
+    is_npu()``: ``guard_of``): an ``if`` on one guards its block as the test itself
+    would."""
+    found: dict[str, bool] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    switch = stmt.value is not None and target.id not in found and \
+                        len(targets) == 1 and guard_of(stmt.value) == (True, False)
+                    found[target.id] = switch
+    return frozenset(name for name, switch in found.items() if switch)
+
+
 def _filled_guard(stmt: ast.stmt, rest: list[ast.stmt]) -> bool:
     """``if self._model is not None: return`` followed by ``self._model = ...``: the rest
     of the block builds a cache once (a lazily loaded model), not on every call."""
@@ -1565,6 +1588,7 @@ class ModuleAnalyzer:
             if self.names.aliases.get(name) == qual and any(
                 qual == p or qual.startswith(p + ".") for p in prefixes))
         self._off_platform: dict[str, bool] = {}
+        self.switch_names = module_switches(tree)
         self.classes: dict[str, ClassInfo] = {}
         self.all_classes: list[ClassInfo] = []  # with the ones a later class of the same name hides
         self.functions: dict[str, FunctionInfo] = {}
@@ -2104,6 +2128,7 @@ class FunctionWalker:
         self.narrowed: dict[str, Label] = {}
         self.moving: str | None = None  # the field the assignment being walked moves to the host
         self.cached: dict[str, str] = {}  # `pool = cls.pools.get(key)`: the name -> `cls.pools`
+        self.switches: set[str] = set()  # local names set from a switch (`_switch_test`)
         self.options: dict[str, Label] = {}  # `opts = dict(device=d)`: the name -> the device
         self.closures: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}  # -> Tensor
         self.packed: dict[str, list[Label]] = {}  # a name bound to a tuple display -> those
@@ -2459,6 +2484,10 @@ class FunctionWalker:
             self.moving = None
             if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 name = node.targets[0].id
+                if guard_of(node.value) == (True, False) or self._switch_test(node.value):
+                    self.switches.add(name)  # `verify = _verify_env and ...`
+                else:
+                    self.switches.discard(name)
                 if _type_test(node.value):
                     self.tests[name] = node.value
                 else:
@@ -2507,6 +2536,11 @@ class FunctionWalker:
                 self.return_items.append(self.items.get(id(node.value)))
         elif isinstance(node, ast.If):
             quiet = guard_of(node.test)
+            if not any(quiet):  # `if verify:` of a name set from a switch
+                test = node.test
+                negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+                if self._switch_test(test.operand if negated else test):  # type: ignore
+                    quiet = (False, True) if negated else (True, False)
             fallback = _fallback_guard(node, self.optional)
             if any(fallback):
                 quiet = (quiet[0] or fallback[0], quiet[1] or fallback[1])
@@ -2720,6 +2754,17 @@ class FunctionWalker:
         qual = self.m.names.qualify(annotation) or ""
         last = qual.rsplit(".", 1)[-1]
         return qual == "torch.nn.Module" or _matches(last, self.m.packs.module_classes)
+
+    def _switch_test(self, test: ast.expr) -> bool:
+        """A test on a name set from a switch (the function's own, or the module's; see
+        ``module_switches``), alone or in an ``and``."""
+        if isinstance(test, ast.Name):
+            return test.id in self.switches or (
+                test.id in self.m.switch_names and test.id not in self.env and
+                test.id not in _parameter_names(self.func.node))
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            return any(self._switch_test(value) for value in test.values)
+        return False
 
     def _per_object_cache(self) -> bool:
         """A method of a dataclass: its ``if self._x is None:`` cache fills once per
