@@ -3673,7 +3673,8 @@ def test_names_set_from_a_switch_guard_their_blocks(tmp_path, run_cli):
     # A module-level `_VERIFY = envs.VERIFY.get()` and a local `verify = _VERIFY and ...`:
     # `if verify:` runs when the environment asks for it, as `if envs.VERIFY.get():` would.
     # A local name set from anything else guards nothing; nor does a parameter that
-    # shadows the module's switch.
+    # shadows the module's switch. `if not requires_sync: return` of a switch on ROCm
+    # leaves the rest to ROCm.
     root = write_project(tmp_path, {
         "g/__init__.py": "",
         "g/envs.py": """
@@ -3687,11 +3688,15 @@ def test_names_set_from_a_switch_guard_their_blocks(tmp_path, run_cli):
                     return os.environ.get(self.name) == "1"
 
             VERIFY = Flag("G_VERIFY")
+
+            def is_rocm() -> bool:
+                return False
         """,
         "g/backend.py": """
             import torch
             from torch import nn
             from g import envs
+            from g.envs import is_rocm
 
             _VERIFY = envs.VERIFY.get()
             _seen: set[int] = set()
@@ -3712,12 +3717,18 @@ def test_names_set_from_a_switch_guard_their_blocks(tmp_path, run_cli):
                     if _VERIFY:
                         return idx.min().item()
                     return idx
+
+                def after_recv(self, idx: torch.Tensor, done: set):
+                    requires_sync = is_rocm() and self.training
+                    if not done or not requires_sync:
+                        return
+                    torch.cuda.synchronize()
         """,
-        "mine.yml": "name: mine\nhot-paths:\n  entry-points: [Backend.other]\n",
+        "mine.yml": "name: mine\nhot-paths:\n  entry-points: [Backend.other, Backend.after_recv]\n",
     }, config='rule-packs = ["pytorch", "inference-engines", "mine.yml"]\n'
               'devices = {default = "cuda"}\n')
-    assert sync_sites(run_cli, root) == [("g/backend.py", 18, "RB102"),
-                                         ("g/backend.py", 23, "RB102")]
+    assert sync_sites(run_cli, root) == [("g/backend.py", 19, "RB102"),
+                                         ("g/backend.py", 24, "RB102")]
 
 
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):

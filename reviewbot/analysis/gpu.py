@@ -2247,6 +2247,7 @@ class FunctionWalker:
                                _seen_guard(stmt, body[index + 1:]) or
                                (_filled_guard(stmt, body[index + 1:]) and
                                 not self._per_object_cache()) or
+                               self._returns_unless_switch(stmt) or
                                self._returns_when_passed(stmt)):
                 hushed = 1  # the rest runs only behind a guard, or once per key
                 self.allowed += 1
@@ -2754,6 +2755,19 @@ class FunctionWalker:
         qual = self.m.names.qualify(annotation) or ""
         last = qual.rsplit(".", 1)[-1]
         return qual == "torch.nn.Module" or _matches(last, self.m.packs.module_classes)
+
+    def _returns_unless_switch(self, stmt: ast.stmt) -> bool:
+        """``if not done or not requires_sync: return`` of a name set from a switch
+        (``requires_sync = current_platform.is_rocm() and ...``): the rest of the block
+        runs only when the switch is on."""
+        if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body and
+                isinstance(stmt.body[-1], (ast.Return, ast.Raise))):
+            return False
+        test = stmt.test
+        atoms = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) \
+            else [test]
+        return any(isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.Not) and
+                   self._switch_test(a.operand) for a in atoms)
 
     def _switch_test(self, test: ast.expr) -> bool:
         """A test on a name set from a switch (the function's own, or the module's; see
