@@ -3394,6 +3394,60 @@ def test_a_method_called_only_on_host_copies_reads_host_fields(tmp_path, run_cli
     assert sync_sites(run_cli, root) == [("o/outputs.py", 18, "RB103")]
 
 
+def test_a_method_called_on_an_attribute_set_from_host_copies_reads_host_fields(tmp_path,
+                                                                                run_cli):
+    # `self.masks = out.masks.to_cpu_nonblocking()`, later `self.masks.tolists()`: the
+    # object is a host copy, so `MaskTensors.tolists` reads host fields there. An attribute
+    # also set from a device object keeps them on the GPU.
+    root = write_project(tmp_path, {
+        "o/__init__.py": "",
+        "o/outputs.py": """
+            from dataclasses import dataclass
+
+            import torch
+
+            @dataclass
+            class MaskTensors:
+                counts: torch.Tensor
+
+                def to_cpu_nonblocking(self) -> "MaskTensors":
+                    return MaskTensors(self.counts.to("cpu", non_blocking=True))
+
+                def tolists(self):
+                    return self.counts.cpu().tolist()
+
+            @dataclass
+            class RankTensors:
+                ranks: torch.Tensor
+
+                def to_cpu_nonblocking(self) -> "RankTensors":
+                    return RankTensors(self.ranks.to("cpu", non_blocking=True))
+
+                def tolists(self):
+                    return self.ranks.cpu().tolist()
+        """,
+        "o/async_output.py": """
+            import vllm
+            from o.outputs import MaskTensors, RankTensors
+
+            class AsyncOutput:
+                def __init__(self, masks: MaskTensors, ranks: RankTensors, fresh: bool):
+                    self.masks: MaskTensors | None = None
+                    if masks is not None:
+                        self.masks = masks.to_cpu_nonblocking()
+                    self.ranks = ranks.to_cpu_nonblocking()
+                    if fresh:
+                        self.ranks = ranks
+
+                def get_output(self):
+                    return self.masks.tolists(), self.ranks.tolists()
+        """,
+        "mine.yml": "name: mine\nhot-paths:\n  entry-points: [AsyncOutput.get_output]\n",
+    }, config='rule-packs = ["pytorch", "inference-engines", "mine.yml"]\n'
+              'devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("o/outputs.py", 24, "RB103")]
+
+
 def test_methods_of_a_class_named_for_another_accelerator_are_not_hot(tmp_path, run_cli):
     # The runner dispatches to an attention backend it holds; the XPU and Aiter (ROCm)
     # backends' syncs run off CUDA. `CpuGpuBuffer` names the CPU, which a CUDA engine's

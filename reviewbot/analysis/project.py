@@ -46,7 +46,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 65
+SUMMARY_VERSION = 66
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -817,6 +817,11 @@ class _Summariser:
                     types[target.id] = types[value.id]
             elif cls is not None and isinstance(target, ast.Attribute) and \
                     isinstance(target.value, ast.Name) and target.value.id == "self":
+                if not (isinstance(value, ast.Constant) and value.value is None):
+                    # `self.mask = out.mask.to_cpu_nonblocking()`: a host copy, and only
+                    # that (see ``host_copies``); anything else set there spoils it.
+                    copies = cls.setdefault("copies", {})
+                    copies[target.attr] = copies.get(target.attr, True) and _host_copy(value)
                 made = self._allocated_kind(value)
                 if made is not None:  # `self.req_to_token = torch.zeros(..., device=device)`
                     cls["fields"].setdefault(target.attr, made)
@@ -1741,6 +1746,8 @@ def _valid_summary(value: Any) -> bool:
                 and isinstance(info.get("attrs"), dict)
                 and isinstance(info.get("dynamic", []), list)
                 and all(isinstance(n, str) for n in info.get("dynamic", []))
+                and isinstance(info.get("copies", {}), dict)
+                and all(isinstance(v, bool) for v in info.get("copies", {}).values())
                 and isinstance(info.get("properties", {}), dict)
                 and all(isinstance(k, str) and isinstance(v, str)
                         for k, v in info.get("properties", {}).items())):
@@ -2225,6 +2232,20 @@ class Linker:
         cls = self.owner(qual)
         return cls is not None and other_platform_class(cls.rpartition(".")[2])
 
+    def host_copy_attr(self, cls: str, attr: str) -> bool:
+        """Whether every value a class (or its bases) sets as ``self.<attr>`` is a host
+        copy (``x.to_cpu_nonblocking()``, ``t.cpu()``): a method called on it reads host
+        fields."""
+        seen = False
+        for klass in self.mro(cls):
+            info = self.classes.get(klass)
+            copies = info[2].get("copies", {}) if info is not None else {}
+            if attr in copies:
+                if not copies[attr]:
+                    return False
+                seen = True
+        return seen
+
     def owner(self, qual: str) -> str | None:
         """The class a method belongs to."""
         entry, local = self.functions[qual]
@@ -2244,7 +2265,9 @@ class Linker:
             found = self._resolve_ref(ref, cls)
             out.extend(found)
             if receivers is not None and found:
-                host = _host_receiver(ref)
+                host = _host_receiver(ref) or (
+                    cls is not None and ref.startswith("A:") and
+                    self.host_copy_attr(cls, ref[2:].partition(":")[0]))
                 for callee in found:
                     receivers[callee] = receivers.get(callee, True) and host
         for read in info.get("reads", ()):
