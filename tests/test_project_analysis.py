@@ -3677,7 +3677,10 @@ def test_a_flag_every_hot_caller_sets_from_a_debug_switch_is_off(tmp_path, run_c
 
                 def free(self, pages: torch.Tensor):
                     check = self.size > 1 and self.debug_mode
-                    clear_pages(pages, check=check)
+                    clear_pages(
+                        pages,
+                        check=check,
+                    )
                     clear_pages(pages, check=self.debug_mode)
                     free_pages(pages, verify=self.strict)
         """,

@@ -46,7 +46,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 66
+SUMMARY_VERSION = 67
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -1030,7 +1030,8 @@ def _switch_text(value: str) -> bool:
 def _switch_local(text: str, name: str) -> bool:
     """Whether every assignment of a local name in a function's text is such a switch
     (``check = ps > 1 and self.pool.debug_mode``), and there is one."""
-    values = _assignment(name).findall(text)
+    # Not a keyword argument on a line of its own (`    check=check,`).
+    values = [v for v in _assignment(name).findall(text) if not v.rstrip().endswith(",")]
     return bool(values) and all(_switch_text(v.strip()) for v in values)
 
 
