@@ -446,17 +446,29 @@ def _cuda_rules(analysis: Any, info: Any, rules: list[type[CstRule]], sites: boo
     if not sited:
         return able
 
-    def holds(site: ast.AST) -> bool:
-        """Whether the analysis labels ``site`` a CUDA tensor (by its span, as the
-        providers find a label)."""
+    def span_of(site: ast.AST) -> tuple[int, int, int, int]:
+        """A node's span, by which the providers find its label."""
         line, col = site.lineno, site.col_offset  # type: ignore[attr-defined]
         end_col = site.end_col_offset  # type: ignore[attr-defined]
         return (line, col, site.end_lineno or line,  # type: ignore[attr-defined]
-                col if end_col is None else end_col) in spans
+                col if end_col is None else end_col)
+
+    def holds(site: ast.AST) -> bool:
+        """Whether the analysis labels ``site`` a CUDA tensor."""
+        return span_of(site) in spans
+
+    def kind_of(site: ast.AST) -> str | None:
+        """The kind of the analysis's label of ``site`` (None: not labelled)."""
+        found = labels.get(span_of(site))  # type: ignore[union-attr]
+        return None if found is None else found[0].kind
+
+    def reportable(rule: type[CstRule], node: ast.AST) -> bool:
+        """Whether ``rule`` can report at ``node``, as far as the labels tell."""
+        return any(holds(site) for site in rule.cuda_sites(node)) and (  # type: ignore[misc]
+            rule.host_sites is None or rule.host_sites(node, kind_of))
 
     for node in walk(info.node):
-        found = [rule for rule in sited if any(
-            holds(site) for site in rule.cuda_sites(node))]  # type: ignore[misc]
+        found = [rule for rule in sited if reportable(rule, node)]
         if found:
             able.extend(found)
             sited = [r for r in sited if r not in found]
