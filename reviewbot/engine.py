@@ -155,15 +155,31 @@ class Checker:
         return [r for r in rules if (not self.cst_gate and _ungated(r, text)) or _admits(
             r, text, settings.get(r.code, {}), self.packs, bool(job.linked_hot))]
 
-    def _gate(self, text: str, ignored: set[str], config: int = 0) -> tuple[bool, bool]:
-        """Whether the project rules can apply to this text (see ``FileResult.gate``)."""
+    def _gate(self, text: str, ignored: set[str], config: int = 0,
+              roots: Callable[[], bool] | None = None) -> tuple[bool, bool]:
+        """Whether the project rules can apply to this text (see ``FileResult.gate``).
+
+        ``roots``: whether the module may start a hot path of its own (None: not known, so
+        it may). A rule that reports only in hot functions can report in a module that
+        starts none only where the link finds functions hot through other modules: the
+        second phase then skips the module unless the link does."""
         if not self.use_triggers:
             return True, True
         settings = self.configs[config].settings
         rules = [r for r in self._of(config)[0] if r.project_facts and r.code not in ignored]
         if not self.cst_gate and any(_ungated(r, text) for r in rules):
             return True, True
-        own = any(_admits(r, text, settings.get(r.code, {}), self.packs, False) for r in rules)
+        starts: list[bool] = []
+
+        def may_start() -> bool:
+            if roots is None:
+                return True
+            if not starts:
+                starts.append(roots())
+            return starts[0]
+
+        own = any(_admits(r, text, settings.get(r.code, {}), self.packs, False) and (
+            not getattr(r, "HOT_ONLY", False) or may_start()) for r in rules)
         linked = own or any(_admits(r, text, settings.get(r.code, {}), self.packs, True)
                             for r in rules)
         return own, linked
@@ -191,10 +207,13 @@ class Checker:
                 finally:
                     ctx.release()
             return result
-        if job.phase == FILE_RULES:
-            result.gate = self._gate(source.text, ignored, job.config)
         ctx = FileContext(job.display, source.text, job.rel, self.packs, job.linked_hot,
                           job.linked_devices)
+        if job.phase == FILE_RULES:
+            # The summary parses the file anyway: only then are its functions looked at.
+            result.gate = self._gate(source.text, ignored, job.config,
+                                     (lambda: _may_start_a_hot_path(ctx))
+                                     if job.module is not None else None)
         rules = self._rules_for(job, source.text, ignored)
         if job.phase == PROJECT_RULES and not rules:
             return result
@@ -427,17 +446,29 @@ def _cuda_rules(analysis: Any, info: Any, rules: list[type[CstRule]], sites: boo
     if not sited:
         return able
 
-    def holds(site: ast.AST) -> bool:
-        """Whether the analysis labels ``site`` a CUDA tensor (by its span, as the
-        providers find a label)."""
+    def span_of(site: ast.AST) -> tuple[int, int, int, int]:
+        """A node's span, by which the providers find its label."""
         line, col = site.lineno, site.col_offset  # type: ignore[attr-defined]
         end_col = site.end_col_offset  # type: ignore[attr-defined]
         return (line, col, site.end_lineno or line,  # type: ignore[attr-defined]
-                col if end_col is None else end_col) in spans
+                col if end_col is None else end_col)
+
+    def holds(site: ast.AST) -> bool:
+        """Whether the analysis labels ``site`` a CUDA tensor."""
+        return span_of(site) in spans
+
+    def kind_of(site: ast.AST) -> str | None:
+        """The kind of the analysis's label of ``site`` (None: not labelled)."""
+        found = labels.get(span_of(site))  # type: ignore[union-attr]
+        return None if found is None else found[0].kind
+
+    def reportable(rule: type[CstRule], node: ast.AST) -> bool:
+        """Whether ``rule`` can report at ``node``, as far as the labels tell."""
+        return any(holds(site) for site in rule.cuda_sites(node)) and (  # type: ignore[misc]
+            rule.host_sites is None or rule.host_sites(node, kind_of))
 
     for node in walk(info.node):
-        found = [rule for rule in sited if any(
-            holds(site) for site in rule.cuda_sites(node))]  # type: ignore[misc]
+        found = [rule for rule in sited if reportable(rule, node)]
         if found:
             able.extend(found)
             sited = [r for r in sited if r not in found]
@@ -483,6 +514,18 @@ def _with_a_hot_candidate(ctx: FileContext, rules: list[type[CstRule]]) -> list[
              if q in analysis.functions]
     return [r for r in rules if not (r.HOT_ONLY and r.CANDIDATES is not None) or any(
         word in text for text in texts for word in r.CANDIDATES)]
+
+
+def _may_start_a_hot_path(ctx: FileContext) -> bool:
+    """Whether a function of the file may start a hot path of its own (True when the file
+    does not parse: the rules then report why, or not, as before)."""
+    from reviewbot.analysis.gpu import may_start_a_hot_path
+    from reviewbot.packs import PackData
+
+    try:
+        return may_start_a_hot_path(ctx.ast_tree, ctx.packs or PackData(), ctx.text)
+    except (SyntaxError, RecursionError, MemoryError, ValueError):
+        return True
 
 
 def _summary(ctx: FileContext, job: FileJob) -> Any:

@@ -170,7 +170,10 @@ class CstRule(Rule):
     reads a CUDA label of to report at that node (the receiver of ``.tolist()``, the
     operands of an ``if``'s test); a function where the analysis labels none of them a
     CUDA tensor is not parsed or walked for the rule. None: a CUDA label anywhere in the
-    function will do.
+    function will do. ``host_sites`` narrows it further for a rule that reports a copy
+    between the devices only where the other side is the host: given the node and the
+    kind of the label the analysis gave an expression (None: no label), whether the node
+    can still be reported (``.to(x)`` only where ``x`` is labelled the host). None: it can.
     """
 
     kind = "cst"
@@ -180,6 +183,7 @@ class CstRule(Rule):
     LOCAL_CANDIDATES: ClassVar[bool] = False
     NEEDS_CUDA: ClassVar[bool] = False
     cuda_sites: ClassVar[Callable[[Any], Sequence[Any]] | None] = None
+    host_sites: ClassVar[Callable[[Any, Callable[[Any], str | None]], bool] | None] = None
     # The rule reads and reports nothing outside the functions it is active in (by
     # HOT_ONLY and LOCAL_CANDIDATES), and reads only reviewbot's providers: the engine may
     # parse those functions alone instead of the module.

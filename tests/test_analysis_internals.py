@@ -273,3 +273,51 @@ def test_field_calls_read_their_values_and_bound_their_scans(monkeypatch):
     monkeypatch.setattr(gpu, "FIELD_SCAN_BUDGET", 50_000)
     assert gpu.field_calls("a=B.c(" * 100_000) == set()
     assert sum(scanned) <= 50_000 + 2000
+
+
+@given(st.sampled_from([
+    "class R:\n    def execute_model(self, x):\n        return x.tolist()\n",
+    "import torch\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+    "def serve(engine):\n    while True:\n        engine.step()\n",
+    "def make():\n    class Runner(Base):\n        def forward(self, x):\n            return x\n"
+    "    return Runner\n",
+    "if True:\n    class S:\n        def sample_tokens(self):\n            pass\n",
+    "def helper(x):\n    return x.item()\n",
+    "class Config:\n    def forward(self):\n        pass\n",
+    "def loop(xs):\n    for x in xs:\n        print(x)\n",
+]))
+@settings(max_examples=20, deadline=None)
+def test_a_module_whose_analysis_finds_a_root_may_start_a_hot_path(text):
+    """The phase-1 test is a superset of the analysis's own hot paths: wherever the
+    analysis (with no linked facts) finds a hot function, it says the module may start one."""
+    tree = ast.parse(text)
+    hot = gpu.ModuleAnalyzer(tree, ENGINE_PACKS, (), text).hot_paths()
+    may = gpu.may_start_a_hot_path(tree, ENGINE_PACKS, text)
+    assert may or not hot
+    if "helper" in text or "Config" in text or "print" in text:
+        assert not may  # no entry point, no module class, no loop calling a model
+
+
+def test_rb103_host_sites_ask_what_its_visitors_ask():
+    """`.to(x)` can report only where `x` is labelled the host; `host[i] = v` only where a
+    target's tensor is a host tensor; other copies are left to the CUDA sites alone."""
+    from reviewbot.rules.rb103_blocking_copy_to_host import BlockingCopyToHost as Rule
+
+    def node(code):
+        return ast.parse(code).body[0].value if "=" not in code.split("(")[0] else \
+            ast.parse(code).body[0]
+
+    kinds = {"cpu_dev": gpu.DEV_CPU, "dev": gpu.DEV_CUDA, "host": gpu.CPU, "gpu": gpu.CUDA}
+
+    def kind_of(site):
+        return kinds.get(site.id) if isinstance(site, ast.Name) else None
+
+    assert Rule.host_sites(node("x.to(cpu_dev)"), kind_of)
+    assert Rule.host_sites(node("x.to(host)"), kind_of)
+    assert Rule.host_sites(node("x.to(torch.float16, device=cpu_dev)"), kind_of)
+    assert not Rule.host_sites(node("x.to(dev)"), kind_of)
+    assert not Rule.host_sites(node("x.to(torch.float16)"), kind_of)
+    assert not Rule.host_sites(node("x.to()"), kind_of)
+    assert Rule.host_sites(node("host[0] = gpu"), kind_of)
+    assert not Rule.host_sites(node("gpu[0] = gpu"), kind_of)
+    assert Rule.host_sites(node("x.cpu()"), kind_of)

@@ -1517,6 +1517,50 @@ def combine(labels: Iterable[Label]) -> Label:
     return UNKNOWN_L
 
 
+def may_start_a_hot_path(tree: ast.Module, packs: PackData, text: str) -> bool:
+    """Whether a function of the module may be an entry point of its own hot paths
+    (:meth:`ModuleAnalyzer.hot_paths` starts from these), by the statements alone.
+
+    Never False where the analysis finds one: every function it indexes is looked at (the
+    same blocks and factory classes), a method named as a module entry point counts in
+    any class with a base (the analysis also asks that the class be an ``nn.Module``), and
+    a function's text that could hold a loop calling a model counts. A module with none
+    and no function hot through other modules has no hot function at all, so the rules
+    that report only there need not look at it again once the project is linked.
+    """
+    entry_points = packs.hot_path_entry_points
+    module_entry_points = packs.module_entry_points
+    patterns = packs.loop_callees
+    words = _loop_words(patterns) if patterns else ()
+    loops = bool(patterns) and (not words or any(word in text for word in words))
+    lines = text.splitlines() if loops else []
+    todo: list[tuple[list[ast.stmt], ast.ClassDef | None, str]] = [(tree.body, None, "")]
+    while todo:
+        body, cls, prefix = todo.pop()
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                todo.append((node.body, node, prefix + node.name + "."))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if _matches(prefix + node.name, entry_points):
+                    return True
+                if cls is not None and cls.bases and node.name in module_entry_points:
+                    return True
+                if loops:
+                    own = "\n".join(lines[node.lineno - 1:node.end_lineno or node.lineno])
+                    if ("for " in own or "while " in own) and (
+                            not words or any(word in own for word in words)):
+                        return True
+                made = classes_made_in(node)
+                if made:
+                    todo.append((made, None, prefix + node.name + "."))  # type: ignore[arg-type]
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                for attr in ("body", "orelse", "finalbody"):
+                    todo.append((getattr(node, attr, []) or [], cls, prefix))
+                for handler in getattr(node, "handlers", []) or []:
+                    todo.append((handler.body, cls, prefix))
+    return False
+
+
 class ModuleAnalyzer:
     """Builds the :class:`GpuAnalysis` of one module."""
 

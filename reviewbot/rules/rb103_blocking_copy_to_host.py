@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from typing import Callable
 
 from reviewbot.lazy import libcst as cst
 
@@ -135,6 +136,24 @@ class BlockingCopyToHost(SyncRule):
                                                   for t in node.targets):
             return (node.value,)
         return ()
+
+    @staticmethod
+    def host_sites(node: ast.AST, kind_of: Callable[[ast.AST], str | None]) -> bool:
+        """``.to(x)`` reports only where ``x`` (its ``device=``, else its first positional
+        argument) is labelled the host, and ``host[i] = cuda`` only where a target's
+        tensor is labelled a host tensor, as :meth:`visit_Call` and :meth:`visit_Assign`
+        ask: most ``.to(...)`` calls of a hot path move a tensor to the GPU or cast it."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "to":
+            target = next((k.value for k in node.keywords if k.arg == "device"), None)
+            if target is None:
+                args = ast_positional(node)
+                target = args[0] if args else None
+            return target is not None and kind_of(target) in (DEV_CPU, CPU)
+        if isinstance(node, ast.Assign):
+            return any(kind_of(t.value) == CPU for t in node.targets
+                       if isinstance(t, ast.Subscript))
+        return True
 
     def visit_Call(self, node: cst.Call) -> None:
         method = self.method_name(node)
