@@ -17,6 +17,7 @@ RB103 = registry.get_rule("RB103")
 RB104 = registry.get_rule("RB104")
 RB105 = registry.get_rule("RB105")
 RB106 = registry.get_rule("RB106")
+RB109 = registry.get_rule("RB109")
 
 
 def findings(tmp_path, source: str, rule, **options):
@@ -192,17 +193,27 @@ def test_import_aliases_resolve(tmp_path):
     assert lines(tmp_path, source, RB105) == [7, 8, 9]
 
 
-def test_intended_syncs_in_configured_blocks_are_not_reported(tmp_path):
+def test_syncs_in_configured_blocks_are_reported_with_a_note(tmp_path):
+    # The block says the wait is expected; the host waits all the same, as for readbacks.
     source = """
     import torch
 
     class Runner:
-        def execute_model(self):
+        def __init__(self):
+            self.events = [torch.cuda.Event() for _ in range(2)]
+
+        def execute_model(self, i: int):
             with gpu_sync_allowed():
                 torch.cuda.synchronize()
+                self.events[i].synchronize()
             torch.cuda.synchronize()
     """
-    assert lines(tmp_path, source, RB105) == [8]
+    found = {(f.line, f.code): f.message for f in findings(tmp_path, source, RB105)
+             + findings(tmp_path, source, RB109)}
+    assert sorted(found) == [(10, "RB105"), (11, "RB109"), (12, "RB105")]
+    assert "inside a sync-allowed block" in found[(10, "RB105")]
+    assert "inside a sync-allowed block" in found[(11, "RB109")]
+    assert "sync-allowed" not in found[(12, "RB105")]
 
 
 def test_readbacks_in_sync_allowed_blocks_are_reported_with_a_note(tmp_path):

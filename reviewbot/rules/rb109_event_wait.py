@@ -70,6 +70,7 @@ class EventWait(SyncRule):
     consequence = ("the host waits until the recorded work is done; wait as late as the "
                    "value allows (in the next step when scheduling overlaps)")
     CANDIDATES = ("synchronize",)
+    QUIET_IN_ALLOWED_BLOCKS = False
     VALID = [
         Valid("import torch\nclass R:\n    def __init__(self):\n"
               "        self.s = torch.cuda.Stream()\n    def execute_model(self):\n"
