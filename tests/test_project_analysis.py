@@ -3788,6 +3788,56 @@ def test_names_set_from_a_switch_guard_their_blocks(tmp_path, run_cli):
                                          ("g/backend.py", 24, "RB102")]
 
 
+def test_what_follows_a_return_unless_a_switch_is_set_is_not_hot(tmp_path, run_cli):
+    # `if not envs.DEBUG_METRICS.get(): return` first: the metrics' own module never sees
+    # the switch, yet its `format_table` runs only behind it. A return on anything else
+    # (`if not rows: return`) leaves the rest hot.
+    root = write_project(tmp_path, {
+        "s/__init__.py": "",
+        "s/metrics.py": """
+            import torch
+
+            def format_table(rows: torch.Tensor) -> str:
+                return str(rows.sum(0).tolist())
+
+            def summarise(rows: torch.Tensor) -> float:
+                return rows.mean().item()
+        """,
+        "s/probe.py": """
+            import torch
+            from torch import nn
+            from s import envs
+            from s.metrics import format_table, summarise
+
+            class Probe(nn.Module):
+                def forward(self, rows: torch.Tensor, ready: bool):
+                    self.record(rows)
+                    self.report(rows, ready)
+                    return rows
+
+                def record(self, rows: torch.Tensor):
+                    if not envs.DEBUG_METRICS.get():
+                        return
+                    format_table(rows)
+
+                def report(self, rows: torch.Tensor, ready: bool):
+                    if not ready:
+                        return
+                    summarise(rows)
+        """,
+        "s/envs.py": """
+            import os
+
+            class _Flag:
+                def get(self) -> bool:
+                    return os.environ.get("S_DEBUG_METRICS") == "1"
+
+            DEBUG_METRICS = _Flag()
+        """,
+    }, config='devices = {default = "cuda"}\n')
+    assert sync_sites(run_cli, root) == [("s/metrics.py", 8, "RB102")]
+
+
 def test_isinstance_in_a_condition_gives_the_rest_of_it_the_class(tmp_path, run_cli):
     # `isinstance(r, Adapter) and r.meta.lens...`: `r` is an Adapter in the rest of the
     # test, so `lens` is its Meta's CUDA tensor, though another class keeps a list under

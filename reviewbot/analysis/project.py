@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from reviewbot.analysis.walk import walk as fast_walk
-from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph,
+from reviewbot.analysis.gpu import (_fallback_guard, _once_guard,
+                                    _returns_early_unless_guarded, captures_graph,
                                     classes_made_in, error_only, guard_of, host_comment,
                                     is_property, memoised, optional_parameters,
                                     other_platform_class, other_platform_function,
@@ -46,7 +47,7 @@ from reviewbot.analysis.gpu import (_fallback_guard, _once_guard, captures_graph
 from reviewbot.analysis.tensor_api import TENSOR_METHODS
 from reviewbot.packs import PackData
 
-SUMMARY_VERSION = 67
+SUMMARY_VERSION = 68
 MAX_INDEX_BYTES = 512 << 20  # a larger index file is ignored (and rebuilt)
 # Summaries made since the last full write that are kept apart (or an eighth of the
 # project's, if more) before all of them are written again; and four times as many (or a
@@ -600,6 +601,7 @@ class _Summariser:
                         flags[number - first] = value
 
         stack: list[ast.stmt] = list(node.body)
+        _mark_after_guard(node.body, mark)
         optional = optional_parameters(node)
         self_returns: list[ast.Return] = []
         returned_values: list[ast.expr | None] = []
@@ -645,6 +647,7 @@ class _Summariser:
                 block = getattr(stmt, field, None)
                 if isinstance(block, list):
                     stack.extend(b for b in block if isinstance(b, ast.stmt))
+                    _mark_after_guard(block, mark)
             for holder in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
                 stack.extend(holder.body)
         calls: list[str] = []
@@ -910,6 +913,17 @@ class _Summariser:
                 return f"F:{name}"
             return f"Q:{qual}.{name}"
         return f"M:{name}:{parts[-2]}"  # with the receiver's name, to choose among classes
+
+
+def _mark_after_guard(block: list[ast.stmt], mark: Callable[[list[ast.stmt], int], None]
+                      ) -> None:
+    """``if not envs.DEBUG_METRICS.get(): return`` in a block: the rest of it runs only
+    behind the guard, so what it calls is not hot (as the module's own analysis reads it,
+    see ``_returns_early_unless_guarded``)."""
+    for index, stmt in enumerate(block[:-1]):
+        if isinstance(stmt, ast.If) and _returns_early_unless_guarded(stmt):
+            mark(block[index + 1:], 2)
+            return
 
 
 def _predicate_call(test: ast.expr) -> tuple[str, bool] | None:
