@@ -1729,6 +1729,32 @@ def test_a_summary_whose_call_records_have_the_wrong_shape_is_recomputed():
         assert not _valid_summary(broken), (key, bad)
 
 
+def test_a_summary_whose_predicate_records_have_the_wrong_shape_is_recomputed():
+    # What a cache file says of predicates, their blocks and a class's host copies is
+    # checked like the rest: a wrong shape makes the file's summary be made again.
+    from reviewbot.analysis.project import _valid_summary
+
+    good = summarise("import os\n"
+                     "def on():\n    return os.environ.get('X') == '1'\n"
+                     "def g(x):\n    return x\n"
+                     "def f(x):\n    if on():\n        g(x)\n"
+                     "class C:\n    def __init__(self, t):\n        self.h = t.cpu()\n", "m")
+    functions = good["functions"]
+    assert _valid_summary(good) and functions["on"]["predicate"] == [1, 0]
+    assert functions["f"]["pred_blocks"] == [["Q:m.on", 0, ["Q:m.g"], []]]
+    assert good["classes"]["C"]["copies"] == {"h": True}
+    for where, key, bad in (("f", "pred_blocks", "Q:m.on"),
+                            ("f", "pred_blocks", [["Q:m.on", 0, "g", []]]),
+                            ("f", "pred_blocks", [["Q:m.on", 2, [], []]]),
+                            ("on", "predicate", [2, 0]), ("on", "predicate", "yes")):
+        broken = json.loads(json.dumps(good))
+        broken["functions"][where][key] = bad
+        assert not _valid_summary(broken), (key, bad)
+    broken = json.loads(json.dumps(good))
+    broken["classes"]["C"]["copies"] = {"h": "yes"}
+    assert not _valid_summary(broken)
+
+
 def test_host_evidence_a_reader_sees_wins_over_the_default_device(tmp_path, run_cli):
     # Each pair: the same readback, once where the code says the value is on the host (not
     # reported) and once where nothing does (reported).

@@ -691,7 +691,6 @@ def other_platform_class(name: str) -> bool:
     return bool(words & (_PLATFORM_WORDS - {"cpu"})) and not words & _MOVES_DATA
 
 
-
 def other_platform_function(name: str) -> bool:
     """Whether a function's name ends in another accelerator (``forward_npu``,
     ``_prepare_hip``, ``apply_aiter``), or is the CPU's method of an op that dispatches by

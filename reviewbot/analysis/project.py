@@ -822,7 +822,7 @@ class _Summariser:
                     isinstance(target.value, ast.Name) and target.value.id == "self":
                 if not (isinstance(value, ast.Constant) and value.value is None):
                     # `self.mask = out.mask.to_cpu_nonblocking()`: a host copy, and only
-                    # that (see ``host_copies``); anything else set there spoils it.
+                    # that (see ``Linker.host_copy_attr``); anything else set there spoils it.
                     copies = cls.setdefault("copies", {})
                     copies[target.attr] = copies.get(target.attr, True) and _host_copy(value)
                 made = self._allocated_kind(value)
